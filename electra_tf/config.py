@@ -327,6 +327,16 @@ def _check_hparams(cls, hparams: Mapping[str, Any]) -> None:
     _check_value(key, types[key], value)
 
 
+def from_flags(hparams_text: Optional[str], overrides: Mapping[str, Any], *,
+               data_dir: Optional[str] = None, model_name: Optional[str] = None,
+               ) -> PretrainingConfig:
+  """`--hparams` plus the flags that share an hparam's name (flags win)."""
+  hparams = parse_hparams(hparams_text)
+  hparams.update({k: v for k, v in overrides.items() if v is not None})
+  return PretrainingConfig.create(hparams, data_dir=data_dir or "",
+                                  model_name=model_name or "electra")
+
+
 def parse_hparams(text_or_path: Optional[str], flag: str = "--hparams") -> Dict[str, Any]:
   """`--hparams` value: a JSON object string, or the path of a .json file."""
   if not text_or_path:
