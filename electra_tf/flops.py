@@ -1,0 +1,152 @@
+"""Training and inference FLOPs counted as the official flops_computation.py.
+
+Counting rules (official): a matrix multiply of [m, n] by [n] is 2*m*n FLOPs,
+every elementwise operation one FLOP, with fixed per-activation costs for
+dropout (4), layer norm (5), GELU (8) and softmax (5); embedding lookups are
+dense one-hot multiplies; the backward pass costs the same as the forward
+pass, so training is 2x the forward FLOPs.  The MLM softmax is only applied to
+`output_frac` of the positions (official 0.15625, i.e. 20 of 128 or 80 of 512
+tokens).  All counts are per sequence of `seq_length` tokens (floats).
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from electra_tf.config import PretrainingConfig
+
+DROPOUT_FLOPS = 4  # random number, >=, mask multiply, 1 / (1 - rate) multiply
+LAYER_NORM_FLOPS = 5  # mean, variance (square and sum), bias, scale
+ACTIVATION_FLOPS = 8  # tanh-approximated GELU
+SOFTMAX_FLOPS = 5  # max-subtract, exp, sum, divide
+OFFICIAL_OUTPUT_FRAC = 0.15625
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerSize:
+  """Sizes of one encoder; the defaults follow the official TransformerHparams."""
+  hidden_size: int
+  num_layers: int
+  seq_length: int = 512
+  vocab_size: int = 30522
+  embedding_size: Optional[int] = None  # hidden_size when None
+  intermediate_size: Optional[int] = None  # 4 * hidden_size when None
+  num_heads: Optional[int] = None  # max(1, hidden_size // 64) when None
+
+  @property
+  def e(self) -> int:
+    return self.hidden_size if self.embedding_size is None else self.embedding_size
+
+  @property
+  def i(self) -> int:
+    return 4 * self.hidden_size if self.intermediate_size is None else self.intermediate_size
+
+  @property
+  def heads(self) -> int:
+    return max(1, self.hidden_size // 64) if self.num_heads is None else self.num_heads
+
+
+def block_flops(t: TransformerSize) -> float:
+  """Forward FLOPs of one transformer layer over the sequence."""
+  h, s, i, heads = t.hidden_size, t.seq_length, t.i, t.heads
+  per_token = (
+      3 * 2 * h * h + 3 * h  # query/key/value projections and biases
+      + 2 * h * s  # attention scores
+      + (SOFTMAX_FLOPS + DROPOUT_FLOPS + 1) * s * heads  # softmax, dropout, scale
+      + 2 * h * s  # weighted average of the values
+      + 2 * h * h + h + DROPOUT_FLOPS * h + h  # output projection, bias, dropout, residual
+      # Official quirk: the attention-output layer norm is counted as 5 FLOPs
+      # per token, not 5 per activation as the block's final layer norm.
+      + LAYER_NORM_FLOPS
+      + 2 * h * i + ACTIVATION_FLOPS * i + i  # intermediate dense, GELU, bias
+      + 2 * h * i + h + DROPOUT_FLOPS * h + h  # output dense, bias, dropout, residual
+      + LAYER_NORM_FLOPS * h)
+  return float(per_token * s)
+
+
+def input_embedding_flops(t: TransformerSize) -> float:
+  """Forward FLOPs of the input embeddings (and their projection if e != h)."""
+  h, e, s, v = t.hidden_size, t.e, t.seq_length, t.vocab_size
+  per_token = (2 * e * v  # one-hot token lookup
+               + 2 * e * (s + 2)  # one-hot position and token-type lookups
+               + 2 * e + LAYER_NORM_FLOPS * e + DROPOUT_FLOPS * e)
+  if e != h:
+    per_token += 2 * h * e + h
+  return float(per_token * s)
+
+
+def mlm_head_flops(t: TransformerSize, output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
+  """Forward FLOPs of the masked-LM head on `output_frac` of the positions."""
+  h, e, v = t.hidden_size, t.e, t.vocab_size
+  per_token = (2 * h * e + e + ACTIVATION_FLOPS * e + LAYER_NORM_FLOPS * e  # dense
+               + 2 * e * v  # logits against the embedding table
+               + SOFTMAX_FLOPS * v + 2 * v)  # softmax and target-word pick
+  return output_frac * per_token * t.seq_length
+
+
+def binary_head_flops(t: TransformerSize) -> float:
+  """Forward FLOPs of the per-token binary classifier (discriminator head)."""
+  h = t.hidden_size
+  return float((2 * h * h + h + ACTIVATION_FLOPS * h + 2 * h) * t.seq_length)
+
+
+def encoder_train_flops(t: TransformerSize, mlm_head: bool,
+                        output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
+  """Forward + backward FLOPs of one encoder with an MLM or a binary head."""
+  head = mlm_head_flops(t, output_frac) if mlm_head else binary_head_flops(t)
+  return 2 * (t.num_layers * block_flops(t) + input_embedding_flops(t) + head)
+
+
+def train_flops_per_sequence(masked_lm: Optional[TransformerSize],
+                             discriminator: Optional[TransformerSize] = None,
+                             output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
+  """Training FLOPs of one sequence: a masked LM and/or a discriminator.
+
+  ELECTRA: the generator and the discriminator (official
+  get_electra_train_flops); BERT: the masked LM alone; ELECTRA with the
+  uniform generator: the discriminator alone.
+  """
+  total = 0.0
+  if masked_lm is not None:
+    total += encoder_train_flops(masked_lm, True, output_frac)
+  if discriminator is not None:
+    total += encoder_train_flops(discriminator, False)
+  return total
+
+
+def inference_flops_per_sequence(t: TransformerSize) -> float:
+  """Forward FLOPs of a classifier on one sequence (official get_infer_flops)."""
+  return t.num_layers * block_flops(t) + input_embedding_flops(t) + binary_head_flops(t)
+
+
+def model_sizes(config: PretrainingConfig
+                ) -> Tuple[Optional[TransformerSize], Optional[TransformerSize]]:
+  """(masked_lm, discriminator) sizes of a pre-training config.
+
+  BERT (electra_objective=false): the model is the masked LM, no
+  discriminator.  ELECTRA: the generator shares the embedding width unless its
+  embeddings are untied; a tied generator (untied_generator=false) is the
+  discriminator network; the uniform generator has no network (None).
+  """
+  def size(model, embedding_size):
+    return TransformerSize(
+        hidden_size=model.hidden_size, num_layers=model.num_hidden_layers,
+        seq_length=config.max_seq_length, vocab_size=model.vocab_size,
+        embedding_size=embedding_size, intermediate_size=model.intermediate_size,
+        num_heads=model.num_attention_heads)
+
+  main = size(config.discriminator_config(), config.effective_embedding_size)
+  if not config.electra_objective:
+    return main, None
+  if config.uniform_generator:
+    return None, main
+  generator = (config.generator_config() if config.untied_generator
+               else config.discriminator_config())
+  embedding = None if config.untied_generator_embeddings else config.effective_embedding_size
+  return size(generator, embedding), main
+
+
+def flops_per_seq(config: PretrainingConfig,
+                  output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
+  """Training FLOPs of one sequence of a pre-training config (see model_sizes)."""
+  masked_lm, discriminator = model_sizes(config)
+  return train_flops_per_sequence(masked_lm, discriminator, output_frac)

@@ -1,0 +1,259 @@
+"""ELECTRA's optimizer: Adam without bias correction plus decoupled weight decay.
+
+Reproduces the official `model/optimization.py` (`create_optimizer`,
+`AdamWeightDecayOptimizer`, `_get_layer_lrs`) as a Keras 2 optimizer that runs
+in a custom training loop, inside `tf.function` and under `tf.distribute`.
+
+Per variable `w` (any shape) with gradient `g` (same shape), after the
+gradients of all replicas are summed and the summed list is clipped to global
+norm 1.0:
+
+  m = beta_1 * m + (1 - beta_1) * g
+  v = beta_2 * v + (1 - beta_2) * g^2
+  update = m / (sqrt(v) + epsilon) [+ weight_decay_rate * w]
+  w = w - lr * multiplier(w) * update
+
+with beta_1 0.9, beta_2 0.999, epsilon 1e-6, no bias correction, the decay term
+left out for names containing `LayerNorm`, `layer_norm` or `bias`, and
+`multiplier(w)` 1 unless layer-wise decay is on (fine-tuning).  The rate `lr`
+is a scalar float32 schedule of the global step (`learning_rate_at`).  The
+slots `adam_m`/`adam_v` and the step counter `iterations` (int64 scalar) are
+optimizer variables, so `tf.train.Checkpoint(optimizer=...)` saves them.
+"""
+
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+from electra_tf.config import ConfigError
+
+BETA_1 = 0.9
+BETA_2 = 0.999
+EPSILON = 1e-6
+CLIP_NORM = 1.0
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
+                     num_warmup_steps: float, lr_decay_power: float = 1.0
+                     ) -> tf.Tensor:
+  """Official learning rate at `global_step` (scalar float32 tensor).
+
+  Polynomial decay from `learning_rate` to 0 at `num_train_steps` (constant 0
+  afterwards), times min(1, global_step / num_warmup_steps).  As in the official
+  code the warm-up factor multiplies the decayed rate instead of replacing it,
+  so the peak, reached at the end of warm-up, is below `learning_rate`
+  (0.0004 instead of 0.0005 for 2 warm-up steps out of 10).
+  """
+  step = tf.cast(global_step, tf.float32)
+  decay_steps = tf.cast(num_train_steps, tf.float32)
+  fraction_done = tf.minimum(step, decay_steps) / decay_steps
+  decayed = learning_rate * tf.pow(1.0 - fraction_done, lr_decay_power)
+  if not num_warmup_steps:
+    # The official division by zero gives min(1, inf) = 1 for every step the
+    # optimizer uses (>= 1); step 0 is never used (see ElectraLearningRate).
+    return decayed
+  warmup = tf.minimum(1.0, step / tf.cast(num_warmup_steps, tf.float32))
+  return decayed * warmup
+
+
+class ElectraLearningRate(keras.optimizers.schedules.LearningRateSchedule):
+  """Rate of the next update, given how many updates were already applied.
+
+  Keras evaluates a schedule at `optimizer.iterations`, the number of updates
+  applied so far (k - 1 during the k-th update).  In the official graph the
+  global step is incremented next to the update and, with its default
+  (reference) variables, the rate is read after the increment: the k-th
+  update uses lr(k) (the fixture's `plain` case), so the first update is not
+  zero and the update that reaches num_train_steps uses lr(num_train_steps) = 0.
+  Hence this schedule returns `learning_rate_at(iterations + 1)`.
+  """
+
+  def __init__(self, learning_rate: float, num_train_steps: int,
+               num_warmup_steps: float, lr_decay_power: float = 1.0):
+    super().__init__()
+    self.learning_rate = learning_rate
+    self.num_train_steps = num_train_steps
+    self.num_warmup_steps = num_warmup_steps
+    self.lr_decay_power = lr_decay_power
+
+  def __call__(self, iterations):
+    return learning_rate_at(iterations + 1, self.learning_rate,
+                            self.num_train_steps, self.num_warmup_steps,
+                            self.lr_decay_power)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {"learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "lr_decay_power": self.lr_decay_power}
+
+
+def layer_depths(n_layers: int) -> Dict[str, int]:
+  """Official `_get_layer_lrs` keys and depths: substring of a name -> depth.
+
+  Embeddings (and their projection) are depth 0, encoder layer i is depth i+1
+  and the task-specific head is depth n_layers + 2; no key has depth n_layers
+  + 1, so the top encoder layer gets decay^2, not decay^1 (official quirk).
+  """
+  depths = {"/embeddings/": 0, "/embeddings_project/": 0,
+            "task_specific/": n_layers + 2}
+  for layer in range(n_layers):
+    depths[f"encoder/layer_{layer}/"] = layer + 1
+  return depths
+
+
+def layer_lr_multipliers(variable_names: Iterable[str], decay: float,
+                         n_layers: int) -> Dict[str, float]:
+  """Layer-wise learning-rate multiplier decay^(n_layers + 2 - depth) per name.
+
+  A name matches the key it contains (official substring match).  The official
+  optimizer raises for a variable no key matches; one matching several keys
+  would be updated once per key there, which is never intended, so both raise.
+  """
+  depths = layer_depths(n_layers)
+  multipliers = {}
+  for name in variable_names:
+    keys = [key for key in depths if key in name]
+    if len(keys) != 1:
+      found = f"keys {keys}" if keys else "no key"
+      raise ConfigError(
+          f"layerwise_lr_decay: variable {name!r} contains {found} of "
+          f"{list(depths)}; each variable must contain exactly one")
+    multipliers[name] = decay ** (n_layers + 2 - depths[keys[0]])
+  return multipliers
+
+
+def uses_weight_decay(variable_name: str) -> bool:
+  """Whether decoupled weight decay applies (official exclusion by substring)."""
+  return not any(key in variable_name for key in EXCLUDE_FROM_WEIGHT_DECAY)
+
+
+class AdamWeightDecay(keras.optimizers.Optimizer):
+  """The official AdamWeightDecayOptimizer as a Keras 2 optimizer.
+
+  `apply_gradients` (replica context) sums gradients across replicas, clips
+  the summed list to global norm 1.0 (`global_clipnorm`), then runs
+  `update_step` per variable; see the module docstring for the update.
+  """
+
+  def __init__(self, learning_rate: ElectraLearningRate,
+               weight_decay_rate: float = 0.0,
+               layerwise_lr_decay: Optional[float] = None,
+               n_transformer_layers: Optional[int] = None,
+               name: str = "AdamWeightDecay", **kwargs):
+    # Keras's own weight decay (applied before the update, in another order)
+    # is off; the official decay is part of `update_step`.  XLA is off so that
+    # the update is the same elementwise float32 arithmetic as the official
+    # graph on every device.
+    kwargs.update(weight_decay=None, global_clipnorm=CLIP_NORM,
+                  jit_compile=False)
+    super().__init__(name=name, **kwargs)
+    self._learning_rate = self._build_learning_rate(learning_rate)
+    self.weight_decay_rate = weight_decay_rate
+    self.layerwise_lr_decay = layerwise_lr_decay
+    self.n_transformer_layers = n_transformer_layers
+
+  def build(self, var_list):
+    super().build(var_list)
+    if getattr(self, "_built", False):
+      return
+    self._built = True
+    names = [var.name for var in var_list]
+    if self.layerwise_lr_decay:
+      by_name = layer_lr_multipliers(names, self.layerwise_lr_decay,
+                                     self.n_transformer_layers)
+      self._lr_multipliers = [by_name[name] for name in names]
+    else:
+      self._lr_multipliers = [1.0] * len(names)
+    self._decays = [self.weight_decay_rate > 0 and uses_weight_decay(name)
+                    for name in names]
+    self._adam_m = [self.add_variable_from_reference(var, "adam_m")
+                    for var in var_list]
+    self._adam_v = [self.add_variable_from_reference(var, "adam_v")
+                    for var in var_list]
+
+  def update_step(self, gradient, variable):
+    index = self._index_dict[self._var_key(variable)]
+    m, v = self._adam_m[index], self._adam_v[index]
+    # Sparse (gathered) gradients become dense, as in the official graph.
+    gradient = tf.convert_to_tensor(gradient)
+    # Same operation order as the official graph, all in float32.
+    next_m = BETA_1 * m + (1.0 - BETA_1) * gradient
+    next_v = BETA_2 * v + (1.0 - BETA_2) * tf.square(gradient)
+    update = next_m / (tf.sqrt(next_v) + EPSILON)
+    if self._decays[index]:
+      update += self.weight_decay_rate * variable
+    # float32 rate times a Python multiplier, as the official per-key rates.
+    learning_rate = self.learning_rate * self._lr_multipliers[index]
+    variable.assign(variable - learning_rate * update)
+    m.assign(next_m)
+    v.assign(next_v)
+
+  def current_learning_rate(self) -> tf.Tensor:
+    """Official lr(global_step) with global_step = updates applied so far.
+
+    This is the base rate (before layer-wise multipliers) that the latest
+    update used; 0 before the first update.
+    """
+    schedule = self._learning_rate
+    return learning_rate_at(self.iterations, schedule.learning_rate,
+                            schedule.num_train_steps, schedule.num_warmup_steps,
+                            schedule.lr_decay_power)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    for key in ("weight_decay", "global_clipnorm", "jit_compile", "clipnorm",
+                "clipvalue"):
+      config.pop(key, None)
+    config.update(learning_rate=self._serialize_hyperparameter(self._learning_rate),
+                  weight_decay_rate=self.weight_decay_rate,
+                  layerwise_lr_decay=self.layerwise_lr_decay,
+                  n_transformer_layers=self.n_transformer_layers)
+    return config
+
+  @classmethod
+  def from_config(cls, config: Mapping[str, Any], custom_objects=None):
+    config = dict(config)
+    schedule = config.pop("learning_rate")
+    if isinstance(schedule, dict):
+      schedule = ElectraLearningRate(**schedule["config"])
+    return cls(learning_rate=schedule, **config)
+
+
+def create_optimizer(learning_rate: float, num_train_steps: int,
+                     num_warmup_steps: float, weight_decay_rate: float,
+                     lr_decay_power: float = 1.0,
+                     layerwise_lr_decay: Optional[float] = None,
+                     n_transformer_layers: Optional[int] = None
+                     ) -> AdamWeightDecay:
+  """Official `create_optimizer` settings; create it under `strategy.scope()`.
+
+  `num_warmup_steps` may be fractional (fine-tuning's
+  max(num_train_steps * warmup_proportion, warmup_steps)).  Layer-wise decay is
+  on when `layerwise_lr_decay` > 0 (official `layerwise_lr_decay_power`) and
+  then needs `n_transformer_layers`.
+  """
+  if not learning_rate > 0:
+    raise ConfigError(f"learning_rate: {learning_rate} must be > 0")
+  if num_train_steps <= 0:
+    raise ConfigError(f"num_train_steps: {num_train_steps} must be > 0")
+  if num_warmup_steps < 0:
+    raise ConfigError(f"num_warmup_steps: {num_warmup_steps} must be >= 0")
+  if weight_decay_rate < 0:
+    raise ConfigError(f"weight_decay_rate: {weight_decay_rate} must be >= 0")
+  if lr_decay_power < 0:
+    raise ConfigError(f"lr_decay_power: {lr_decay_power} must be >= 0")
+  if layerwise_lr_decay is not None and layerwise_lr_decay <= 0:
+    # The official code treats <= 0 as "off"; None is the only "off" here.
+    raise ConfigError(f"layerwise_lr_decay: {layerwise_lr_decay} must be > 0 "
+                      "(or None for no layer-wise decay)")
+  if layerwise_lr_decay and not (n_transformer_layers or 0) > 0:
+    raise ConfigError("n_transformer_layers: layerwise_lr_decay needs the "
+                      f"number of encoder layers, got {n_transformer_layers}")
+  schedule = ElectraLearningRate(learning_rate, num_train_steps,
+                                 num_warmup_steps, lr_decay_power)
+  return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,
+                         layerwise_lr_decay=layerwise_lr_decay,
+                         n_transformer_layers=n_transformer_layers)
