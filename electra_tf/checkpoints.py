@@ -1,0 +1,244 @@
+"""Reading and writing model weights in the project and official layouts.
+
+The name map: every model variable is named after its official TF1 variable
+(`electra/encoder/layer_0/attention/self/query/kernel:0` holds the official
+`electra/encoder/layer_0/attention/self/query/kernel`), so one rule,
+`official_name`, maps both ways.  Two checkpoint formats are read:
+
+* official: a TF1 name-based checkpoint (tf.compat.v1.train.Saver), as in
+  Google's released electra_small / base / large.  Keys are official names;
+  optimizer state (`global_step`, `*/adam_m`, `*/adam_v`) is ignored.
+* project: an object-based `tf.train.Checkpoint` whose `model` entry
+  (`MODEL_KEY`) is the `ElectraPretrainer`, as written by
+  `python -m electra_tf.convert` and by the pre-training job
+  (`tf.train.Checkpoint(model=pretrainer, optimizer=...)`).  Variables are
+  found through the full names its object graph records.
+
+`restore_from_checkpoint` is strict: a model variable absent from the
+checkpoint, a checkpoint variable under one of the model's top-level scopes
+that the model lacks, or a shape mismatch is a one-line `CheckpointError`.
+Checkpoint variables under other scopes (e.g. `generator/...` when loading
+the discriminator alone for fine-tuning) are left out and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Sequence, Union
+
+import tensorflow as tf
+import tf_keras as keras
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
+CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")  # official AdamWeightDecayOptimizer
+
+Target = Union[keras.layers.Layer, Iterable[tf.Variable]]
+
+
+class CheckpointError(ValueError):
+  """A checkpoint is absent, unreadable or does not fit the model (one line)."""
+
+
+class CheckpointEntry(NamedTuple):
+  key: str  # the checkpoint key holding the value
+  shape: List[int]
+
+
+def official_name(variable: tf.Variable) -> str:
+  """The official TF1 name of a model variable: its name without ':0'."""
+  name = variable.name
+  return name[:name.rindex(":")] if ":" in name else name
+
+
+def named_variables(target: Target) -> Dict[str, tf.Variable]:
+  """Official name -> variable for a Keras layer/model or a list of variables."""
+  variables = target.variables if isinstance(target, keras.layers.Layer) else target
+  named: Dict[str, tf.Variable] = {}
+  for variable in variables:
+    name = official_name(variable)
+    if name in named and named[name] is not variable:
+      raise CheckpointError(f"two model variables are both named {name}; build "
+                            "each model eagerly and outside other name scopes")
+    named[name] = variable
+  return named
+
+
+def resolve_checkpoint(path: str) -> str:
+  """A checkpoint prefix, or a directory's latest checkpoint -> the prefix."""
+  if os.path.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:
+      raise CheckpointError(f"checkpoint {path}: directory holds no checkpoint "
+                            "(no 'checkpoint' state file)")
+    return latest
+  if not tf.io.gfile.exists(path + ".index"):
+    raise CheckpointError(f"checkpoint {path}: not found (no {path}.index and not "
+                          "a directory)")
+  return path
+
+
+def _is_optimizer_state(name: str) -> bool:
+  return name == "global_step" or name.endswith(_OPTIMIZER_SUFFIXES)
+
+
+def is_project_checkpoint(prefix: str) -> bool:
+  """True for an object-based (tf.train.Checkpoint) checkpoint."""
+  return _OBJECT_GRAPH_KEY in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def checkpoint_entries(prefix: str) -> Dict[str, CheckpointEntry]:
+  """Official name -> where its value is, for a resolved checkpoint prefix."""
+  reader = tf.train.load_checkpoint(prefix)
+  shapes = reader.get_variable_to_shape_map()
+  if _OBJECT_GRAPH_KEY not in shapes:
+    return {name: CheckpointEntry(name, list(shape))
+            for name, shape in shapes.items() if not _is_optimizer_state(name)}
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  roots = [child.node_id for child in graph.nodes[0].children
+           if child.local_name == MODEL_KEY]
+  if not roots:
+    raise CheckpointError(f"checkpoint {prefix}: object-based checkpoint without a "
+                          f"'{MODEL_KEY}' entry (expected tf.train.Checkpoint("
+                          f"{MODEL_KEY}=<ElectraPretrainer>, ...))")
+  entries: Dict[str, CheckpointEntry] = {}
+  seen, stack = set(roots), list(roots)
+  while stack:
+    node = graph.nodes[stack.pop()]
+    for attribute in node.attributes:
+      if attribute.name != "VARIABLE_VALUE":
+        continue
+      previous = entries.get(attribute.full_name)
+      if previous is not None and previous.key != attribute.checkpoint_key:
+        raise CheckpointError(f"checkpoint {prefix}: two variables are both named "
+                              f"{attribute.full_name}")
+      entries[attribute.full_name] = CheckpointEntry(
+          attribute.checkpoint_key, list(shapes[attribute.checkpoint_key]))
+    for child in node.children:
+      if child.node_id not in seen:
+        seen.add(child.node_id)
+        stack.append(child.node_id)
+  return entries
+
+
+def _scope(name: str) -> str:
+  return name.split("/", 1)[0]
+
+
+def _first_and_count(names: Sequence[str]) -> str:
+  more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+  return f"{names[0]}{more}"
+
+
+def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
+                            ) -> List[str]:
+  """Loads every variable of `target` from a project or official checkpoint.
+
+  Args:
+    target: a Keras layer/model (an `ElectraPretrainer`, a discriminator
+      `TransformerEncoder`, a fine-tuning model containing one) or a list of
+      variables, named by their official names.
+    path: a checkpoint prefix or a directory with a `checkpoint` state file.
+    allow_unused: whether checkpoint variables under scopes the target does
+      not have are allowed (False: they are an error too).
+
+  Returns:
+    The sorted official names of checkpoint variables under scopes the
+    target does not have (left unused).
+
+  Raises:
+    CheckpointError: the checkpoint is missing, a target variable is absent
+      from it or has another shape there, a checkpoint variable under one of
+      the target's scopes has no counterpart in the target, or (unless
+      allow_unused) a checkpoint variable lies outside the target's scopes.
+  """
+  prefix = resolve_checkpoint(path)
+  variables = named_variables(target)
+  entries = checkpoint_entries(prefix)
+  for name, variable in variables.items():
+    entry = entries.get(name)
+    if entry is not None and entry.shape != variable.shape.as_list():
+      raise CheckpointError(
+          f"checkpoint {prefix}: variable {name} has shape {entry.shape} there but "
+          f"the model expects {variable.shape.as_list()} (another architecture or "
+          "other hparams?)")
+  missing = sorted(set(variables) - set(entries))
+  if missing:
+    raise CheckpointError(f"checkpoint {prefix}: lacks model variable "
+                          f"{_first_and_count(missing)}")
+  scopes = {_scope(name) for name in variables}
+  unmapped = sorted(name for name in entries
+                    if name not in variables and _scope(name) in scopes)
+  if unmapped:
+    raise CheckpointError(f"checkpoint {prefix}: variable {_first_and_count(unmapped)} "
+                          "has no counterpart in the model (another architecture "
+                          "or other hparams?)")
+  unused = sorted(name for name in entries if _scope(name) not in scopes)
+  if unused and not allow_unused:
+    raise CheckpointError(f"checkpoint {prefix}: variable {_first_and_count(unused)} "
+                          "is not part of the model (other hparams?)")
+  reader = tf.train.load_checkpoint(prefix)
+  for name, variable in variables.items():
+    variable.assign(tf.cast(reader.get_tensor(entries[name].key), variable.dtype))
+  return unused
+
+
+def save_project_checkpoint(model: keras.Model, prefix: str) -> str:
+  """Writes `tf.train.Checkpoint(model=model)` at `prefix`; returns the prefix."""
+  return tf.train.Checkpoint(**{MODEL_KEY: model}).write(prefix)
+
+
+def save_official_checkpoint(target: Target, prefix: str) -> str:
+  """Writes the variables under their official names in the TF1 layout."""
+  variables = named_variables(target)
+  names = sorted(variables)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                    shape_and_slices=[""] * len(names),
+                    tensors=[variables[name].read_value() for name in names])
+  return prefix
+
+
+def write_checkpoint_state(directory: str, prefix_name: str = CHECKPOINT_NAME) -> None:
+  """Writes the `checkpoint` state file so `directory` resolves to `prefix_name`.
+
+  The text-proto file tf.train.latest_checkpoint (and TF1 tools) read; the
+  relative path keeps the directory movable.
+  """
+  with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
+    f.write(f'model_checkpoint_path: "{prefix_name}"\n'
+            f'all_model_checkpoint_paths: "{prefix_name}"\n')
+
+
+@contextlib.contextmanager
+def atomic_output_dir(final_dir: str, flag: str, overwrite: bool = False
+                      ) -> Iterator[str]:
+  """Yields a temporary directory that is renamed to `final_dir` on success.
+
+  `final_dir` may be absent or an empty directory; a non-empty one is an
+  error naming `flag`, unless `overwrite` (then it is replaced only once the
+  new content is complete).  On failure nothing is left under either name.
+  """
+  final_dir = os.path.abspath(final_dir)
+  if os.path.exists(final_dir) and not os.path.isdir(final_dir):
+    raise ValueError(f"{flag}: {final_dir} exists and is not a directory")
+  if os.path.isdir(final_dir) and os.listdir(final_dir) and not overwrite:
+    raise ValueError(f"{flag}: {final_dir} already exists and is not empty")
+  tmp_dir = f"{final_dir}.tmp-{os.getpid()}"
+  shutil.rmtree(tmp_dir, ignore_errors=True)
+  os.makedirs(tmp_dir)
+  try:
+    yield tmp_dir
+    if os.path.isdir(final_dir):
+      old_dir = f"{final_dir}.old-{os.getpid()}"
+      os.rename(final_dir, old_dir)
+      os.rename(tmp_dir, final_dir)
+      shutil.rmtree(old_dir)
+    else:
+      os.rename(tmp_dir, final_dir)
+  finally:
+    shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -1,0 +1,111 @@
+"""Exports the discriminator as a TensorFlow SavedModel.
+
+  python -m electra_tf.export --checkpoint=PATH --hparams=JSON --export_dir=DIR
+
+PATH is a project checkpoint (prefix or directory, e.g. a pre-training
+model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
+as for pre-training.  The SavedModel's `serving_default` signature takes int32
+`input_ids`, `input_mask`, `segment_ids` of shape [batch, seq] (any batch, any
+seq up to max_position_embeddings) and returns float32:
+  sequence_output       [batch, seq, hidden]  last discriminator layer
+  pooled_output         [batch, hidden]       the [CLS] vector
+  discriminator_logits  [batch, seq]          replaced-token logits
+  discriminator_probs   [batch, seq]          sigmoid of the logits
+(the last two only when the model has a discriminator head, i.e. an
+ElectraPretrainer with electra_objective).  It loads with
+`tf.saved_model.load` alone, without this project.  The export is written to
+a temporary directory and renamed, so a crash never leaves a half-written
+export under DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional, Union
+
+import tensorflow as tf
+
+from electra_tf import checkpoints
+from electra_tf.cli import one_line_errors
+from electra_tf.config import PretrainingConfig, parse_hparams
+from electra_tf.modeling.encoder import TransformerEncoder
+from electra_tf.modeling.pretrainer import ElectraPretrainer
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Module:
+  """A tf.Module with the `serve` function and the variables it reads."""
+  if isinstance(model, ElectraPretrainer):
+    encoder, head = model.discriminator, model.discriminator_predictions
+  else:
+    encoder, head = model, None
+  max_positions = encoder.config.max_position_embeddings
+
+  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=name)
+                                for name in INPUT_NAMES])
+  def serve(input_ids, input_mask, segment_ids):
+    tf.debugging.assert_less_equal(
+        tf.shape(input_ids)[1], max_positions,
+        message=f"sequence length exceeds max_position_embeddings {max_positions}")
+    outputs = encoder(input_ids, input_mask, segment_ids, training=False)
+    sequence_output = tf.cast(outputs["sequence_output"], tf.float32)
+    result = {"sequence_output": sequence_output,
+              "pooled_output": sequence_output[:, 0]}
+    if head is not None:
+      logits = head(outputs["sequence_output"])
+      result.update(discriminator_logits=logits,
+                    discriminator_probs=tf.sigmoid(logits))
+    return result
+
+  module = tf.Module()
+  # Only the variables are tracked (not the Keras layers), so the SavedModel
+  # holds plain functions and variables that load anywhere.
+  module.model_variables = list(encoder.variables) + (
+      list(head.variables) if head is not None else [])
+  module.serve = serve
+  return module
+
+
+def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
+                       export_dir: str, overwrite: bool = False) -> str:
+  """Writes the SavedModel described in the module docstring; returns its dir.
+
+  `model` is an ElectraPretrainer (its discriminator and head are exported) or
+  a discriminator TransformerEncoder.  An existing non-empty `export_dir` is
+  an error unless `overwrite`; it is replaced only by a complete export.
+  """
+  module = serving_module(model)
+  with checkpoints.atomic_output_dir(export_dir, "--export_dir",
+                                     overwrite=overwrite) as tmp_dir:
+    tf.saved_model.save(module, tmp_dir, signatures={
+        "serving_default": module.serve.get_concrete_function()})
+  return export_dir
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  parser = argparse.ArgumentParser(
+      prog="python -m electra_tf.export", allow_abbrev=False,
+      description="Export the ELECTRA discriminator as a SavedModel.")
+  parser.add_argument("--checkpoint",
+                      help="project or official checkpoint (prefix or directory)")
+  parser.add_argument("--hparams", default=None,
+                      help="pre-training hparams: JSON object or .json file")
+  parser.add_argument("--export_dir", help="new directory for the SavedModel")
+  with one_line_errors("electra_tf.export"):
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+      raise ValueError(f"unknown flag(s): {' '.join(unknown)}")
+    if not args.checkpoint or not args.export_dir:
+      raise ValueError("--checkpoint and --export_dir are required")
+    prefix = checkpoints.resolve_checkpoint(args.checkpoint)
+    config = PretrainingConfig.create(parse_hparams(args.hparams))
+    pretrainer = ElectraPretrainer(config)
+    checkpoints.restore_from_checkpoint(pretrainer, prefix)
+    print(f"wrote {export_saved_model(pretrainer, args.export_dir)}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

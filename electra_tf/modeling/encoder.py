@@ -1,0 +1,278 @@
+"""The ELECTRA / BERT Transformer encoder (official `modeling.BertModel`).
+
+A post-LayerNorm Transformer built from tf_keras layers:
+
+  input_ids, segment_ids [B, S] int32
+    -> EmbeddingLayer: word [V, E] + token-type [T, E] + position [P, E]
+       lookups, summed, LayerNorm (epsilon 1e-12)                -> [B, S, E]
+    -> dropout, `embeddings_project` Dense(H) when E != H        -> [B, S, H]
+    -> num_hidden_layers x TransformerLayer (self-attention masked by
+       input_mask, residual + LayerNorm, gelu feed-forward of width
+       intermediate_size, residual + LayerNorm)                   -> [B, S, H]
+    -> pooled_output = the [CLS] (first) vector                   -> [B, H]
+
+Every variable carries its official TF1 name (`electra/embeddings/
+word_embeddings`, `electra/encoder/layer_0/attention/self/query/kernel`, ...):
+the layers and the name scopes inside `call` mirror the official variable
+scopes, and an encoder builds its variables as soon as it is constructed, so
+the names never depend on where it is first called.  Construct encoders
+eagerly and outside any name scope (any tf.distribute strategy scope is fine).
+
+Computation follows the layers' dtype policy; attention softmax and LayerNorm
+statistics are computed in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+from electra_tf.config import ConfigError, ModelConfig
+
+LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm, as official
+# Added to attention scores of masked-out keys (official value, not -inf).
+ATTENTION_MASK_ADDER = -10000.0
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+  """Exact Gaussian error linear unit, x * Phi(x) (the erf form, not tanh)."""
+  cdf = 0.5 * (1.0 + tf.math.erf(x / tf.cast(tf.sqrt(2.0), x.dtype)))
+  return x * cdf
+
+
+_ACTIVATIONS: Dict[str, Optional[Callable[[tf.Tensor], tf.Tensor]]] = {
+    "gelu": gelu, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": None}
+
+
+def get_activation(name: str) -> Optional[Callable[[tf.Tensor], tf.Tensor]]:
+  """The activation named by `hidden_act` (official `get_activation`)."""
+  key = (name or "linear").lower()
+  if key not in _ACTIVATIONS:
+    raise ConfigError(f"hparam model_hparam_overrides: hidden_act {name!r} is not "
+                      f"one of {', '.join(_ACTIVATIONS)}")
+  return _ACTIVATIONS[key]
+
+
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
+  """Official `create_initializer`: normal(0, stddev) truncated at 2 stddev.
+
+  A fresh instance per variable: an unseeded Keras initializer instance
+  returns the same values every time it is called.
+  """
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def layer_norm() -> keras.layers.LayerNormalization:
+  return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON,
+                                         name="LayerNorm")
+
+
+class EmbeddingLayer(keras.layers.Layer):
+  """Word + token-type + position embeddings and their LayerNorm.
+
+  The official `<scope>/embeddings` block.  An ELECTRA generator and
+  discriminator share one instance (official scope `electra/embeddings`).
+  Dropout and `embeddings_project` belong to each encoder, not to this block.
+  """
+
+  def __init__(self, vocab_size: int, embedding_size: int, type_vocab_size: int,
+               max_position_embeddings: int, initializer_range: float,
+               name: str = "embeddings", **kwargs: Any):
+    super().__init__(name=name, **kwargs)
+    self.vocab_size = vocab_size
+    self.embedding_size = embedding_size
+    self.type_vocab_size = type_vocab_size
+    self.max_position_embeddings = max_position_embeddings
+    self.initializer_range = initializer_range
+    self.layer_norm = layer_norm()
+
+  def build(self, input_shape: Any) -> None:
+    self.word_embeddings = self.add_weight(
+        "word_embeddings", shape=[self.vocab_size, self.embedding_size],
+        initializer=truncated_normal(self.initializer_range))
+    self.token_type_embeddings = self.add_weight(
+        "token_type_embeddings", shape=[self.type_vocab_size, self.embedding_size],
+        initializer=truncated_normal(self.initializer_range))
+    self.position_embeddings = self.add_weight(
+        "position_embeddings",
+        shape=[self.max_position_embeddings, self.embedding_size],
+        initializer=truncated_normal(self.initializer_range))
+    super().build(input_shape)
+
+  def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor) -> tf.Tensor:
+    """[B, S] ids -> [B, S, E] LayerNorm(word + token type + position)."""
+    seq_length = tf.shape(input_ids)[1]
+    output = tf.gather(self.word_embeddings, input_ids)
+    output += tf.gather(self.token_type_embeddings, segment_ids)
+    output += self.position_embeddings[tf.newaxis, :seq_length]
+    return self.layer_norm(output)
+
+
+class TransformerLayer(keras.layers.Layer):
+  """One post-LayerNorm Transformer block (official `transformer_model` body).
+
+  Variables, under this layer's name `layer_<i>`:
+    attention/self/{query,key,value}/{kernel,bias}
+    attention/output/dense/{kernel,bias}, attention/output/LayerNorm/{gamma,beta}
+    intermediate/dense/{kernel,bias}
+    output/dense/{kernel,bias}, output/LayerNorm/{gamma,beta}
+  """
+
+  def __init__(self, config: ModelConfig, name: str, **kwargs: Any):
+    super().__init__(name=name, **kwargs)
+    if config.hidden_size % config.num_attention_heads:
+      raise ConfigError(
+          f"hparam model_hparam_overrides: hidden_size {config.hidden_size} is not "
+          f"a multiple of num_attention_heads {config.num_attention_heads}")
+    self.num_heads = config.num_attention_heads
+    self.head_size = config.hidden_size // config.num_attention_heads
+    hidden = config.hidden_size
+
+    def dense(units: int, name: str, activation=None) -> keras.layers.Dense:
+      return keras.layers.Dense(
+          units, activation=activation, name=name,
+          kernel_initializer=truncated_normal(config.initializer_range))
+
+    self.query = dense(hidden, "query")
+    self.key = dense(hidden, "key")
+    self.value = dense(hidden, "value")
+    self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+    self.attention_output = dense(hidden, "dense")
+    self.attention_layer_norm = layer_norm()
+    self.intermediate = dense(config.intermediate_size, "dense",
+                              get_activation(config.hidden_act))
+    self.output_dense = dense(hidden, "dense")
+    self.output_layer_norm = layer_norm()
+    self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
+    """[B, S, H] -> [B, heads, S, head_size]."""
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+    return tf.transpose(x, [0, 2, 1, 3])
+
+  def call(self, hidden: tf.Tensor, attention_adder: tf.Tensor,
+           training: Optional[bool] = None):
+    """hidden [B, S, H], attention_adder [B, 1, 1, S] (0 or -10000).
+
+    Returns (layer output [B, S, H], attention probabilities [B, heads, S, S]).
+    """
+    # The name scopes give the variables their official names.
+    with tf.name_scope("attention"):
+      with tf.name_scope("self"):
+        query = self._split_heads(self.query(hidden))
+        key = self._split_heads(self.key(hidden))
+        value = self._split_heads(self.value(hidden))
+      scores = tf.matmul(query, key, transpose_b=True)
+      scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
+      probs = tf.nn.softmax(scores + attention_adder)
+      dropped = self.attention_dropout(tf.cast(probs, value.dtype), training=training)
+      context = tf.transpose(tf.matmul(dropped, value), [0, 2, 1, 3])
+      context = tf.reshape(context, tf.shape(hidden))
+      with tf.name_scope("output"):
+        attention_output = self.attention_output(context)
+        attention_output = self.attention_layer_norm(
+            self.hidden_dropout(attention_output, training=training) + hidden)
+    with tf.name_scope("intermediate"):
+      intermediate = self.intermediate(attention_output)
+    with tf.name_scope("output"):
+      output = self.output_dense(intermediate)
+      output = self.output_layer_norm(
+          self.hidden_dropout(output, training=training) + attention_output)
+    return output, probs
+
+
+class TransformerEncoder(keras.layers.Layer):
+  """Official `BertModel`: embeddings, optional projection, Transformer stack.
+
+  Args:
+    config: the model's `ModelConfig`.
+    embedding_size: width E of the embedding tables it creates (hidden size
+      when None); ignored when `embeddings` is given.
+    embeddings: an `EmbeddingLayer` shared with another encoder (ELECTRA's
+      generator uses the discriminator's).
+    name: the variable scope: `electra` for the discriminator (and for a tied
+      generator or plain BERT), `generator` for a separate generator.
+
+  Called as `encoder(input_ids, input_mask, segment_ids, training=...)` with
+  int32 [B, S] tensors (S <= max_position_embeddings); returns a dict:
+    embeddings        [B, S, E]  LayerNorm output of the embedding block
+    embedding_output  [B, S, H]  input to the first layer (after projection)
+    encoder_outputs   list of num_hidden_layers [B, S, H] layer outputs
+    attention_probs   list of num_hidden_layers [B, heads, S, S]
+    sequence_output   [B, S, H]  the last layer's output
+    pooled_output     [B, H]     sequence_output[:, 0] (official: no pooler)
+  """
+
+  def __init__(self, config: ModelConfig, embedding_size: Optional[int] = None,
+               embeddings: Optional[EmbeddingLayer] = None, name: str = "electra",
+               **kwargs: Any):
+    super().__init__(name=name, **kwargs)
+    self.config = config
+    if embeddings is None:
+      embeddings = EmbeddingLayer(
+          config.vocab_size, embedding_size or config.hidden_size,
+          config.type_vocab_size, config.max_position_embeddings,
+          config.initializer_range)
+    self.embeddings = embeddings
+    self.embedding_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    # Official rule: a projection exists exactly when the widths differ; it
+    # is a plain tf.layers.dense, hence Glorot-uniform initialised.
+    self.embeddings_project = (
+        keras.layers.Dense(config.hidden_size, name="embeddings_project")
+        if embeddings.embedding_size != config.hidden_size else None)
+    self.transformer_layers = [TransformerLayer(config, name=f"layer_{i}")
+                               for i in range(config.num_hidden_layers)]
+    # Build now, at the top of the name-scope stack, so that the variables get
+    # their official names whoever calls the encoder first.
+    ids = tf.zeros([1, 1], tf.int32)
+    self(ids, tf.ones_like(ids), ids)
+
+  @property
+  def embedding_table(self) -> tf.Variable:
+    """The word-embedding table [V, E] (the MLM output projection uses it)."""
+    return self.embeddings.word_embeddings
+
+  def call(self, input_ids: tf.Tensor, input_mask: tf.Tensor,
+           segment_ids: tf.Tensor, training: Optional[bool] = None
+           ) -> Dict[str, Any]:
+    embedded = self.embeddings(input_ids, segment_ids)
+    hidden = self.embedding_dropout(embedded, training=training)
+    if self.embeddings_project is not None:
+      hidden = self.embeddings_project(hidden)
+    embedding_output = hidden
+    # Keys where input_mask is 0 get -10000 before the softmax; every query
+    # position attends (official create_attention_mask_from_input_mask).
+    attention_adder = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_ADDER
+    attention_adder = attention_adder[:, tf.newaxis, tf.newaxis, :]
+    encoder_outputs, attention_probs = [], []
+    with tf.name_scope("encoder"):
+      for layer in self.transformer_layers:
+        hidden, probs = layer(hidden, attention_adder, training=training)
+        encoder_outputs.append(hidden)
+        attention_probs.append(probs)
+    return {
+        "embeddings": embedded,
+        "embedding_output": embedding_output,
+        "encoder_outputs": encoder_outputs,
+        "attention_probs": attention_probs,
+        "sequence_output": hidden,
+        "pooled_output": hidden[:, 0],
+    }
+
+
+def build_discriminator_encoder(model_config: ModelConfig,
+                                embedding_size: Optional[int] = None
+                                ) -> TransformerEncoder:
+  """The discriminator encoder alone (scope `electra`), for fine-tuning/export.
+
+  Pass `PretrainingConfig.discriminator_config()` and
+  `PretrainingConfig.effective_embedding_size`; its variables are named like
+  the pre-trainer's discriminator, so `checkpoints.restore_from_checkpoint`
+  loads them from a project pre-training checkpoint or a Google checkpoint.
+  """
+  return TransformerEncoder(model_config, embedding_size=embedding_size,
+                            name="electra")

@@ -1,0 +1,184 @@
+"""Checkpoint conversion both ways, strict restoring, one-line CLI errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from electra_tf import checkpoints, convert
+from electra_tf.config import PretrainingConfig
+from electra_tf.modeling.encoder import build_discriminator_encoder
+from electra_tf.modeling.pretrainer import ElectraPretrainer
+
+TINY = {"vocab_size": 40, "embedding_size": 8, "max_seq_length": 8,
+        "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 2,
+                                   "num_attention_heads": 2}}
+
+
+@pytest.fixture(scope="module")
+def fixture_hparams(official_debug_fixture):
+  return json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
+
+
+@pytest.fixture(scope="module")
+def converted(official_debug_fixture, fixture_hparams, tmp_path_factory):
+  """The fixture's official checkpoint converted by the CLI: its directory."""
+  output_dir = tmp_path_factory.mktemp("converted") / "electra"
+  assert convert.main([
+      f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}",
+      f"--hparams={json.dumps(fixture_hparams)}", f"--output_dir={output_dir}"]) == 0
+  return output_dir
+
+
+def read_all(prefix):
+  reader = tf.train.load_checkpoint(str(prefix))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_convert_round_trip_gives_back_the_official_checkpoint(
+    official_debug_fixture, fixture_hparams, converted, tmp_path):
+  assert sorted(os.listdir(converted)) == [
+      "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+  assert checkpoints.is_project_checkpoint(str(converted / "model.ckpt"))
+  back_dir = tmp_path / "official"
+  assert convert.main(["--to_official", f"--checkpoint={converted}",
+                       f"--hparams={json.dumps(fixture_hparams)}",
+                       f"--output_dir={back_dir}"]) == 0
+  original = read_all(official_debug_fixture / "model.ckpt")
+  back = read_all(back_dir / "model.ckpt")
+  assert sorted(back) == sorted(original) and len(back) == 82
+  for name, value in original.items():
+    assert back[name].dtype == value.dtype and back[name].shape == value.shape, name
+    np.testing.assert_array_equal(back[name], value, err_msg=name)
+  assert tf.train.latest_checkpoint(str(back_dir)) == str(back_dir / "model.ckpt")
+
+
+def test_project_checkpoint_loads_through_tf_train_checkpoint(
+    official_debug_fixture, fixture_hparams, converted):
+  model = ElectraPretrainer(PretrainingConfig.create(fixture_hparams))
+  status = tf.train.Checkpoint(model=model).read(str(converted / "model.ckpt"))
+  status.assert_existing_objects_matched()
+  original = read_all(official_debug_fixture / "model.ckpt")
+  for variable in model.variables:
+    np.testing.assert_array_equal(variable.numpy(),
+                                  original[checkpoints.official_name(variable)])
+
+
+@pytest.mark.parametrize("source", ["project", "official"])
+def test_discriminator_encoder_alone_loads_either_format(
+    official_debug_fixture, fixture_hparams, converted, source):
+  config = PretrainingConfig.create(fixture_hparams)
+  encoder = build_discriminator_encoder(config.discriminator_config(),
+                                        config.effective_embedding_size)
+  path = converted if source == "project" else official_debug_fixture / "model.ckpt"
+  unused = checkpoints.restore_from_checkpoint(encoder, str(path))
+  assert {name.split("/")[0] for name in unused} == {
+      "generator", "generator_predictions", "discriminator_predictions"}
+  original = read_all(official_debug_fixture / "model.ckpt")
+  assert len(encoder.variables) == 39  # 5 embeddings, 2 projection, 2 x 16
+  for variable in encoder.variables:
+    np.testing.assert_array_equal(variable.numpy(),
+                                  original[checkpoints.official_name(variable)])
+
+
+def test_training_checkpoint_with_optimizer_state_restores(tmp_path):
+  config = PretrainingConfig.create(TINY)
+  model = ElectraPretrainer(config)
+  optimizer = keras.optimizers.Adam(0.01)
+  ids = np.arange(1, 9, dtype=np.int32).reshape(1, 8)
+  batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
+           "segment_ids": np.zeros_like(ids),
+           "masked_lm_positions": np.array([[2]], np.int32),
+           "masked_lm_ids": np.array([[5]], np.int32),
+           "masked_lm_weights": np.ones([1, 1], np.float32)}
+  with tf.GradientTape() as tape:
+    loss = model(batch, training=True)["total_loss"]
+  optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables))
+  prefix = tf.train.Checkpoint(model=model, optimizer=optimizer).save(
+      str(tmp_path / "ckpt"))
+  fresh = ElectraPretrainer(config)
+  assert checkpoints.restore_from_checkpoint(fresh, str(tmp_path)) == []
+  for a, b in zip(model.variables, fresh.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert prefix == tf.train.latest_checkpoint(str(tmp_path))
+
+
+def test_other_architecture_fails_naming_variable_and_shapes(converted, fixture_hparams):
+  hparams = dict(fixture_hparams, model_hparam_overrides={
+      "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4})
+  model = ElectraPretrainer(PretrainingConfig.create(hparams))
+  with pytest.raises(checkpoints.CheckpointError) as error:
+    checkpoints.restore_from_checkpoint(model, str(converted))
+  message = str(error.value)
+  assert "\n" not in message
+  assert "variable electra/embeddings_project/kernel has shape [16, 64] there but " \
+         "the model expects [16, 256]" in message
+
+
+def test_missing_and_unmapped_variables_are_errors(tmp_path):
+  two_layers = ElectraPretrainer(PretrainingConfig.create(TINY))
+  prefix = checkpoints.save_official_checkpoint(two_layers, str(tmp_path / "two"))
+  deeper = dict(TINY, model_hparam_overrides=dict(
+      TINY["model_hparam_overrides"], num_hidden_layers=3))
+  with pytest.raises(checkpoints.CheckpointError,
+                     match=r"lacks model variable electra/encoder/layer_2/\S+ "
+                           r"\(and 31 more\)"):
+    checkpoints.restore_from_checkpoint(
+        ElectraPretrainer(PretrainingConfig.create(deeper)), prefix)
+  shallower = dict(TINY, model_hparam_overrides=dict(
+      TINY["model_hparam_overrides"], num_hidden_layers=1))
+  with pytest.raises(checkpoints.CheckpointError,
+                     match=r"variable electra/encoder/layer_1/\S+ \(and 31 more\) "
+                           "has no counterpart in the model"):
+    checkpoints.restore_from_checkpoint(
+        ElectraPretrainer(PretrainingConfig.create(shallower)), prefix)
+  with pytest.raises(checkpoints.CheckpointError, match="not found"):
+    checkpoints.restore_from_checkpoint(two_layers, str(tmp_path / "absent"))
+  with pytest.raises(checkpoints.CheckpointError, match="holds no checkpoint"):
+    checkpoints.restore_from_checkpoint(two_layers, str(tmp_path))
+
+
+def test_official_optimizer_state_is_ignored(tmp_path):
+  model = ElectraPretrainer(PretrainingConfig.create(TINY))
+  kernel = model.discriminator_predictions.dense.kernel
+  extra = [tf.Variable(0, dtype=tf.int64, name="global_step"),
+           tf.Variable(tf.zeros_like(kernel), name="discriminator_predictions/dense/kernel/adam_m")]
+  prefix = checkpoints.save_official_checkpoint(model.variables + extra,
+                                                str(tmp_path / "with_adam"))
+  assert checkpoints.restore_from_checkpoint(model, prefix) == []
+
+
+def test_convert_cli_errors_are_one_line_and_leave_nothing(
+    official_debug_fixture, fixture_hparams, converted, tmp_path, capsys):
+  def fails(*argv):
+    with pytest.raises(SystemExit) as exit_info:
+      convert.main(list(argv))
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+  output = tmp_path / "out"
+  official = f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}"
+  assert "--output_dir is required" in fails(official)
+  assert "--official_checkpoint" in fails(f"--output_dir={output}")
+  assert "unknown flag" in fails(official, f"--output_dir={output}", "--bogus=1")
+  assert "not found" in fails(f"--official_checkpoint={tmp_path / 'nope'}",
+                              f"--output_dir={output}")
+  assert "already a project checkpoint" in fails(
+      f"--official_checkpoint={converted}", f"--output_dir={output}")
+  assert "already exists and is not empty" in fails(
+      official, f"--hparams={json.dumps(fixture_hparams)}", f"--output_dir={converted}")
+  bigger = dict(fixture_hparams, embedding_size=32)
+  err = fails(official, f"--hparams={json.dumps(bigger)}", f"--output_dir={output}")
+  assert "electra/embeddings" in err and "[30522, 16]" in err and "[30522, 32]" in err
+  uniform = dict(fixture_hparams, uniform_generator=True)
+  assert "generator/embeddings_project/bias (and 38 more) is not part of the model" in fails(
+      official, f"--hparams={json.dumps(uniform)}", f"--output_dir={output}")
+  assert "Unknown hparam" in fails(official, '--hparams={"hiden_size": 3}',
+                                   f"--output_dir={output}")
+  assert not output.exists() and os.listdir(tmp_path) == []
