@@ -1,0 +1,114 @@
+"""Result files of fine-tuning, all written atomically.
+
+In `config.results_dir` (model_dir/results):
+  <task>_<split>_metrics.json      one flat JSON object: the official metric
+                                   names and values plus "trial" (non-finite
+                                   values, e.g. a correlation of constant
+                                   predictions, are written as null)
+  <task>_<split>_predictions.tsv   header `index<TAB>prediction` (`id` for
+                                   SQuAD, keyed by question id), one row per
+                                   example in file order; tabs and line breaks
+                                   inside a prediction become spaces
+  <tasks>_results.txt / .pkl       the official results files: every trial so
+                                   far, one `task: metric: value - ...` line
+                                   per task and trial
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import statistics
+from typing import Dict, List, Mapping, Sequence
+
+from electra_tf.fileio import atomic_write_text
+from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.task import EvalResult
+
+# One trial's results: task name -> metric name -> value.
+TrialResults = Mapping[str, Mapping[str, float]]
+
+
+def metrics_path(results_dir: str, task_name: str, split: str = "dev") -> str:
+  return os.path.join(results_dir, f"{task_name}_{split}_metrics.json")
+
+
+def predictions_path(results_dir: str, task_name: str, split: str) -> str:
+  return os.path.join(results_dir, f"{task_name}_{split}_predictions.tsv")
+
+
+def merge_metrics(results: Mapping[str, EvalResult],
+                  prefixes: Mapping[str, str]) -> Dict[str, float]:
+  """Metrics of several splits in one dict, each under its split's prefix."""
+  merged = {}
+  for split, result in results.items():
+    merged.update({prefixes[split] + k: v for k, v in result.metrics.items()})
+  return merged
+
+
+def write_metrics_json(path: str, metrics: Mapping[str, float],
+                       trial: int) -> None:
+  values = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in metrics.items()}
+  values["trial"] = trial
+  _makedirs_for(path)
+  atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+
+
+def write_predictions_tsv(path: str, result: EvalResult) -> None:
+  lines = [f"{result.key_name}\tprediction"]
+  for key, prediction in result.predictions:
+    lines.append(f"{key}\t{' '.join(prediction.splitlines()).replace(chr(9), ' ')}")
+  _makedirs_for(path)
+  atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def results_text(results: Sequence[TrialResults]) -> str:
+  """The official results txt: one line per trial and task."""
+  lines = []
+  for trial_results in results:
+    for task_name, task_results in trial_results.items():
+      lines.append(task_name + ": " + " - ".join(
+          f"{k}: {v:.2f}" for k, v in task_results.items()))
+  return "".join(line + "\n" for line in lines)
+
+
+def write_results(config: FinetuningConfig,
+                  results: Sequence[TrialResults]) -> None:
+  """Writes config.results_txt and config.results_pkl (official format)."""
+  _makedirs_for(config.results_txt)
+  atomic_write_text(config.results_txt, results_text(results))
+  _makedirs_for(config.results_pkl)
+  tmp = f"{config.results_pkl}.tmp-{os.getpid()}"
+  try:
+    with open(tmp, "wb") as f:
+      pickle.dump([{t: dict(m) for t, m in r.items()} for r in results], f)
+    os.replace(tmp, config.results_pkl)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def results_table(results: Sequence[TrialResults]) -> str:
+  """Mean and median of every task metric over the trials, as a text table."""
+  values: Dict[tuple, List[float]] = {}
+  for trial_results in results:
+    for task_name, task_results in trial_results.items():
+      for metric, value in task_results.items():
+        values.setdefault((task_name, metric), []).append(float(value))
+  rows = [("task", "metric", "mean", "median", "trials")]
+  for (task_name, metric), trial_values in values.items():
+    rows.append((task_name, metric, f"{statistics.fmean(trial_values):.2f}",
+                 f"{statistics.median(trial_values):.2f}",
+                 str(len(trial_values))))
+  widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+  return "\n".join("  ".join(cell.ljust(width) for cell, width in
+                             zip(row, widths)).rstrip() for row in rows)
+
+
+def _makedirs_for(path: str) -> None:
+  directory = os.path.dirname(path)
+  if directory:
+    os.makedirs(directory, exist_ok=True)

@@ -1,0 +1,152 @@
+"""Readers for the raw fine-tuning files, with errors that name file and line.
+
+- GLUE `.tsv`: tab-separated, unquoted fields (the official reader uses the
+  csv module with quoting off); a leading UTF-8 byte-order mark is dropped.
+- SQuAD `.json`: `{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}`.
+- CoNLL `.txt`: one `WORD ... TAG` line per token, a blank line after each
+  sentence, `-DOCSTART-` lines skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+_TAG_PATTERN = re.compile(r"O|[BIES]-[^-\s]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class TsvRow:
+  """One line of a `.tsv` file: its 1-based line number and its fields."""
+  line_number: int
+  fields: List[str]
+
+
+def _require_file(path: str) -> None:
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path}: fine-tuning data file not found")
+
+
+def read_tsv(path: str, max_lines: Optional[int] = None) -> List[TsvRow]:
+  """All lines of a tab-separated file (at most `max_lines`, header included).
+
+  Trailing empty lines are ignored; an empty line elsewhere is an error.
+  """
+  _require_file(path)
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    lines = f.read().split("\n")
+  while lines and not lines[-1].strip("\r"):
+    lines.pop()
+  if max_lines is not None:
+    lines = lines[:max_lines]
+  rows = []
+  for index, line in enumerate(lines):
+    line = line.rstrip("\r")
+    if not line:
+      raise ValueError(f"{path}:{index + 1}: empty line inside the data")
+    rows.append(TsvRow(index + 1, line.split("\t")))
+  return rows
+
+
+def column(path: str, row: TsvRow, index: int) -> str:
+  """`row.fields[index]` (negative counts from the end) or a clear error."""
+  needed = index + 1 if index >= 0 else -index
+  if len(row.fields) < needed:
+    raise ValueError(
+        f"{path}:{row.line_number}: expected at least {needed} tab-separated "
+        f"columns, found {len(row.fields)}")
+  return row.fields[index]
+
+
+def read_json(path: str) -> Any:
+  """A JSON file; a syntax error names the file, line and column."""
+  _require_file(path)
+  with open(path, encoding="utf-8-sig") as f:
+    text = f.read()
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column "
+                     f"{e.colno})") from None
+
+
+def squad_paragraphs(path: str, dataset: Any) -> List[Tuple[str, Dict[str, Any]]]:
+  """Checks the SQuAD schema and returns (location, paragraph) pairs.
+
+  `location` (e.g. `data[0].paragraphs[3]`) names the paragraph in errors.
+  """
+  if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+    raise ValueError(f"{path}: not a SQuAD file (expected an object with a "
+                     f"'data' list)")
+  paragraphs = []
+  for i, article in enumerate(dataset["data"]):
+    where = f"data[{i}]"
+    if not isinstance(article, dict) or not isinstance(
+        article.get("paragraphs"), list):
+      raise ValueError(f"{path}: {where} has no 'paragraphs' list")
+    for j, paragraph in enumerate(article["paragraphs"]):
+      location = f"{where}.paragraphs[{j}]"
+      if not isinstance(paragraph, dict):
+        raise ValueError(f"{path}: {location} is not an object")
+      if not isinstance(paragraph.get("context"), str):
+        raise ValueError(f"{path}: {location} has no 'context' string")
+      if not isinstance(paragraph.get("qas"), list):
+        raise ValueError(f"{path}: {location} has no 'qas' list")
+      for k, qa in enumerate(paragraph["qas"]):
+        _check_squad_question(path, f"{location}.qas[{k}]", qa)
+      paragraphs.append((location, paragraph))
+  return paragraphs
+
+
+def _check_squad_question(path: str, location: str, qa: Any) -> None:
+  if not isinstance(qa, dict):
+    raise ValueError(f"{path}: {location} is not an object")
+  for key in ("id", "question"):
+    if not isinstance(qa.get(key), str):
+      raise ValueError(f"{path}: {location} has no '{key}' string")
+  answers = qa.get("answers", [])
+  if not isinstance(answers, list):
+    raise ValueError(f"{path}: {location} ('{qa['id']}'): 'answers' is not a list")
+  for n, answer in enumerate(answers):
+    if (not isinstance(answer, dict) or not isinstance(answer.get("text"), str)
+        or not isinstance(answer.get("answer_start"), int)):
+      raise ValueError(f"{path}: {location}.answers[{n}] ('{qa['id']}') needs "
+                       "'text' (string) and 'answer_start' (integer)")
+
+
+def read_conll(path: str, max_sentences: Optional[int] = None
+               ) -> List[Tuple[Sequence[str], Sequence[str]]]:
+  """(words, tags) per sentence; the tag is the last field of a line.
+
+  The official reader stops after 101 sentences in debug mode
+  (`max_sentences`).  It also drops a last sentence that is not followed by a
+  blank line; here that sentence is kept.
+  """
+  _require_file(path)
+  sentences = []
+  sentence: List[Tuple[str, str]] = []
+  with open(path, encoding="utf-8-sig") as f:
+    for line_number, line in enumerate(f, start=1):
+      fields = line.split()
+      if not fields:
+        if sentence:
+          sentences.append(tuple(zip(*sentence)))
+          sentence = []
+          if max_sentences is not None and len(sentences) >= max_sentences:
+            return sentences
+        continue
+      if fields[0] == "-DOCSTART-":
+        continue
+      if len(fields) < 2:
+        raise ValueError(f"{path}:{line_number}: expected 'WORD ... TAG', "
+                         f"found {line.strip()!r}")
+      if not _TAG_PATTERN.fullmatch(fields[-1]):
+        raise ValueError(f"{path}:{line_number}: tag {fields[-1]!r} is not 'O' "
+                         "or B-/I-/E-/S- followed by a chunk type")
+      sentence.append((fields[0], fields[-1]))
+  if sentence:
+    sentences.append(tuple(zip(*sentence)))
+  return sentences
