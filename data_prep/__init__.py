@@ -1,0 +1,1 @@
+"""Data preparation: TFRecord and vocab builders, masking inspection."""

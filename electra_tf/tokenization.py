@@ -1,0 +1,345 @@
+"""BERT WordPiece tokenization as the official ELECTRA `model/tokenization.py`.
+
+Pipeline (identical in both tokenizers):
+  1. drop NUL, U+FFFD and control characters (Unicode category C*, except
+     tab/newline/carriage return); map whitespace to a space;
+  2. put spaces around CJK ideographs;
+  3. split on whitespace; if `do_lower_case`: lower-case each word and, if
+     also `strip_accents`, NFD-decompose it and drop non-spacing marks (Mn).
+     As in the official code, accents are stripped only when lower-casing;
+  4. split off every punctuation character (ASCII non-alphanumerics and
+     category P*);
+  5. greedy longest-match-first WordPiece; a word longer than 200 characters
+     or with an unmatched remainder becomes a single [UNK].
+
+`FullTokenizer` is the pure-Python reference (`tokenize(text) -> [str]`),
+for code that needs word pieces of single texts. `FastTokenizer` runs the
+same pipeline with tensorflow-text on batches of lines and returns ids
+(`tokenize_to_ids([line, ...]) -> [[id, ...], ...]`), for bulk work; it uses
+character tables taken from Python's `unicodedata`, so both tokenizers see the
+same Unicode version, and it hands the rare lines that need context-dependent
+lower-casing (capital sigma, dotted capital I) to the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import unicodedata
+from typing import Dict, Iterable, List, Sequence
+
+import numpy as np
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
+UNK_TOKEN = "[UNK]"
+WORDPIECE_PREFIX = "##"
+_SURROGATES = range(0xD800, 0xE000)
+# str.lower() of these depends on context (final sigma) or yields two
+# characters (U+0130 -> "i" + U+0307): FastTokenizer leaves them to Python.
+_CONTEXT_LOWER_CHARS = re.compile("[\u03a3\u0130]")
+
+
+class DataError(ValueError):
+  """Input data (vocab, corpus, TFRecords) is missing or malformed (one line)."""
+
+
+# ---------------------------------------------------------------- vocab
+def load_vocab(path: str) -> Dict[str, int]:
+  """Token -> id, the id being the 0-based line number (official load_vocab)."""
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise DataError(f"vocab file {path}: does not exist")
+  with open(path, "rb") as f:
+    raw_lines = f.read().split(b"\n")
+  if raw_lines and not raw_lines[-1]:
+    raw_lines.pop()  # the final newline ends the last token, it adds none
+  vocab: Dict[str, int] = {}
+  for line_no, raw in enumerate(raw_lines, start=1):
+    try:
+      token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+      raise DataError(f"vocab file {path}: line {line_no} is not valid UTF-8 "
+                      f"({e.reason} at byte {e.start})") from None
+    if not token:
+      raise DataError(f"vocab file {path}: line {line_no} is empty")
+    if token in vocab:
+      raise DataError(f"vocab file {path}: token {token!r} on line {line_no} "
+                      f"repeats line {vocab[token] + 1}")
+    vocab[token] = line_no - 1
+  if not vocab:
+    raise DataError(f"vocab file {path}: is empty")
+  return vocab
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+  """Ids of the special tokens that data preparation and masking rely on."""
+  pad_id: int
+  unk_id: int
+  cls_id: int
+  sep_id: int
+  mask_id: int
+
+
+def special_ids(vocab: Dict[str, int], path: str) -> SpecialIds:
+  """The special-token ids of `vocab` (read from `path`, named in errors)."""
+  missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+  if missing:
+    raise DataError(f"vocab file {path}: missing special token(s) "
+                    f"{', '.join(missing)} (needs all of {', '.join(SPECIAL_TOKENS)})")
+  return SpecialIds(pad_id=vocab["[PAD]"], unk_id=vocab["[UNK]"],
+                    cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"],
+                    mask_id=vocab["[MASK]"])
+
+
+# ------------------------------------------------------ character classes
+def _is_cjk(cp: int) -> bool:
+  """CJK Unified Ideographs and compatibility blocks (official _is_chinese_char)."""
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or
+          0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F or
+          0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
+          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _is_punctuation(char: str, category: str) -> bool:
+  cp = ord(char)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True  # all non-alphanumeric ASCII, e.g. "$", "^", "`"
+  return category.startswith("P")
+
+
+def _is_dropped(char: str, category: str) -> bool:
+  """NUL, U+FFFD and control characters other than tab, newline, CR."""
+  if char in "\t\n\r":
+    return False
+  return char in "\x00\ufffd" or category.startswith("C")
+
+
+def _is_whitespace(char: str, category: str) -> bool:
+  return char in " \t\n\r" or category == "Zs"
+
+
+# ------------------------------------------------ pure-Python reference
+class FullTokenizer:
+  """Pure-Python tokenizer with the official FullTokenizer interface."""
+
+  def __init__(self, vocab_file: str, do_lower_case: bool = True,
+               strip_accents: bool = True):
+    self.vocab = load_vocab(vocab_file)
+    self.inv_vocab = {i: token for token, i in self.vocab.items()}
+    self.do_lower_case = do_lower_case
+    self.strip_accents = strip_accents
+
+  def tokenize(self, text: str) -> List[str]:
+    pieces = []
+    for word in self.basic_tokenize(text):
+      pieces.extend(self.wordpiece_tokenize(word))
+    return pieces
+
+  def basic_tokenize(self, text: str | bytes) -> List[str]:
+    """Steps 1-4 of the module docstring: cleaned, split words."""
+    if isinstance(text, bytes):
+      text = text.decode("utf-8", "ignore")  # as official convert_to_unicode
+    chars = []
+    for char in text:
+      category = unicodedata.category(char)
+      if _is_dropped(char, category):
+        continue
+      if _is_whitespace(char, category):
+        chars.append(" ")
+      elif _is_cjk(ord(char)):
+        chars.append(f" {char} ")
+      else:
+        chars.append(char)
+    words = []
+    for word in "".join(chars).split():
+      if self.do_lower_case:
+        word = word.lower()
+        if self.strip_accents:
+          word = "".join(c for c in unicodedata.normalize("NFD", word)
+                         if unicodedata.category(c) != "Mn")
+      words.extend(_split_punctuation(word))
+    return words
+
+  def wordpiece_tokenize(self, word: str) -> List[str]:
+    """Greedy longest-match-first pieces of one word, or [UNK]."""
+    if len(word) > MAX_CHARS_PER_WORD:
+      return [UNK_TOKEN]
+    pieces = []
+    start = 0
+    while start < len(word):
+      for end in range(len(word), start, -1):
+        piece = word[start:end] if start == 0 else WORDPIECE_PREFIX + word[start:end]
+        if piece in self.vocab:
+          pieces.append(piece)
+          start = end
+          break
+      else:
+        return [UNK_TOKEN]
+    return pieces
+
+  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
+    """Token ids of each line (the interface FastTokenizer shares)."""
+    return [self.convert_tokens_to_ids(self.tokenize(line)) for line in lines]
+
+  def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
+    return [self.vocab[token] for token in tokens]
+
+  def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
+    return [self.inv_vocab[int(i)] for i in ids]
+
+
+def _split_punctuation(word: str) -> List[str]:
+  """Every punctuation character becomes its own word."""
+  parts, current = [], []
+  for char in word:
+    if _is_punctuation(char, unicodedata.category(char)):
+      if current:
+        parts.append("".join(current))
+        current = []
+      parts.append(char)
+    else:
+      current.append(char)
+  if current:
+    parts.append("".join(current))
+  return parts
+
+
+# ------------------------------------------------ tensorflow-text version
+def _re2_class(codepoints: Sequence[int]) -> str:
+  """An RE2 character class matching exactly `codepoints` (sorted)."""
+  codepoints = np.asarray(codepoints)
+  breaks = np.flatnonzero(np.diff(codepoints) != 1)
+  starts = codepoints[np.concatenate([[0], breaks + 1])]
+  ends = codepoints[np.concatenate([breaks, [len(codepoints) - 1]])]
+  return "[" + "".join(
+      f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
+      for a, b in zip(starts.tolist(), ends.tolist())) + "]"
+
+
+@functools.lru_cache(maxsize=1)
+def _unicode_tables():
+  """RE2 classes and the lower-case table, from Python's unicodedata."""
+  categories = list(map(unicodedata.category, map(chr, range(0x110000))))
+  # Unassigned (Cn), private-use (Co) and surrogate (Cs) codepoints, ~970k of
+  # them, are all dropped (C*) and have no other property: skip them here.
+  assigned = [cp for cp, category in enumerate(categories)
+              if category not in ("Cn", "Co", "Cs")]
+  kept, space, cjk, punct, nonspacing = [], [], [], [], []
+  lower = np.arange(0x110000, dtype=np.int32)
+  for cp in assigned:
+    char, category = chr(cp), categories[cp]
+    if _is_dropped(char, category):
+      continue
+    kept.append(cp)
+    # str.split() also splits at U+2028/U+2029, which _is_whitespace keeps.
+    if char != " " and (_is_whitespace(char, category) or char.isspace()):
+      space.append(cp)
+    if _is_cjk(cp):
+      cjk.append(cp)
+    if _is_punctuation(char, category):
+      punct.append(cp)
+    if category == "Mn":
+      nonspacing.append(cp)
+    lowered = char.lower()
+    if len(lowered) == 1:
+      lower[cp] = ord(lowered)
+  dropped = np.ones(0x110000, dtype=bool)
+  dropped[kept] = False
+  dropped[_SURROGATES.start:_SURROGATES.stop] = False  # never in UTF-8 text
+  return {"drop": _re2_class(np.flatnonzero(dropped)), "space": _re2_class(space),
+          "cjk": _re2_class(cjk), "punct": _re2_class(punct),
+          "nonspacing": _re2_class(nonspacing), "lower": lower}
+
+
+class FastBasicTokenizer:
+  """Steps 1-4 of the module docstring with tensorflow ops, on batches.
+
+  `split_words(lines)` maps a string tensor [B] to ragged words [B, (words)];
+  it is traceable (tf.data map, tf.function). It lower-cases codepoint by
+  codepoint, so capital sigma always becomes a non-final sigma.
+  """
+
+  def __init__(self, do_lower_case: bool = True, strip_accents: bool = True):
+    self.do_lower_case = do_lower_case
+    self.strip_accents = strip_accents
+    self._tables = _unicode_tables()
+
+  def _lower_case(self, text):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    # ASCII lines (most) by the byte-wise op, the others through the table.
+    is_ascii = tf.cast(tf.strings.regex_full_match(text, r"[\x00-\x7f]*"), tf.int32)
+    other, ascii_text = tf.dynamic_partition(text, is_ascii, 2)
+    other_rows, ascii_rows = tf.dynamic_partition(tf.range(tf.size(text)), is_ascii, 2)
+    codepoints = tf.strings.unicode_decode(other, "UTF-8")
+    lowered = tf.ragged.map_flat_values(
+        tf.gather, tf.constant(self._tables["lower"]), codepoints)
+    return tf.dynamic_stitch(
+        [other_rows, ascii_rows],
+        [tf.strings.unicode_encode(lowered, "UTF-8"), tf.strings.lower(ascii_text)])
+
+  def split_words(self, lines):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    tables = self._tables
+    text = tf.strings.regex_replace(lines, tables["drop"], "")
+    text = tf.strings.regex_replace(text, tables["space"], " ")
+    text = tf.strings.regex_replace(text, tables["cjk"], r" \0 ")
+    if self.do_lower_case:
+      text = self._lower_case(text)
+      if self.strip_accents:
+        text = tf_text.normalize_utf8(text, "NFD")
+        text = tf.strings.regex_replace(text, tables["nonspacing"], "")
+    text = tf.strings.regex_replace(text, tables["punct"], r" \0 ")
+    words = tf.strings.split(text, sep=" ")
+    return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+
+
+class FastTokenizer:
+  """tensorflow-text tokenizer giving the ids of `FullTokenizer`, in batches."""
+
+  def __init__(self, vocab_file: str, do_lower_case: bool = True,
+               strip_accents: bool = True):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    self.reference = FullTokenizer(vocab_file, do_lower_case, strip_accents)
+    self.vocab = self.reference.vocab
+    if UNK_TOKEN not in self.vocab:
+      raise DataError(f"vocab file {vocab_file}: missing special token(s) {UNK_TOKEN}")
+    basic = FastBasicTokenizer(do_lower_case, strip_accents)
+    wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=sorted(self.vocab, key=self.vocab.get),
+        suffix_indicator=WORDPIECE_PREFIX,
+        # 4 UTF-8 bytes per character: never reached by words of <= 200 chars.
+        max_bytes_per_word=4 * MAX_CHARS_PER_WORD, token_out_type=tf.int64,
+        unknown_token=UNK_TOKEN, no_pretokenization=True)
+    self._do_lower_case = do_lower_case
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def tokenize(lines):
+      words = basic.split_words(lines)
+      too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+      # The word "[UNK]" is in the vocab, so WordPiece maps it to [UNK] whole.
+      words = words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values))
+      ids = wordpiece.tokenize(words).merge_dims(1, 2)
+      return ids.flat_values, ids.row_splits
+
+    self._tokenize = tokenize
+
+  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
+    """Token ids of each line, as FullTokenizer.tokenize_to_ids gives them."""
+    if not lines:
+      return []
+    flat_ids, row_splits = self._tokenize(
+        np.array([line.encode("utf-8") for line in lines], dtype=object))
+    flat_ids = flat_ids.numpy().tolist()
+    row_splits = row_splits.numpy().tolist()
+    result = [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
+    if self._do_lower_case:
+      for i, line in enumerate(lines):
+        if _CONTEXT_LOWER_CHARS.search(line):
+          result[i] = self.reference.tokenize_to_ids([line])[0]
+    return result

@@ -1,0 +1,72 @@
+"""build_vocab: a WordPiece vocab learned from real text, reserved tokens
+first, usable by the project's tokenizer; the CLI and its errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data_prep import build_vocab as vocab_lib
+from electra_tf import tokenization
+from electra_tf.tokenization import DataError
+
+
+@pytest.fixture(scope="module")
+def book_lines(corpus_dir):
+  text = (corpus_dir / "gutenberg" / "jnglb10.txt").read_bytes().decode("utf-8")
+  return [line for line in text.split("\n")[:1200] if line.strip()]
+
+
+def tokenize_with(vocab, lines, tmp_path, do_lower_case):
+  path = tmp_path / "vocab.txt"
+  path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")
+  tokenizer = tokenization.FullTokenizer(str(path), do_lower_case)
+  return [token for line in lines for token in tokenizer.tokenize(line)]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_learned_vocab_covers_the_text(book_lines, tmp_path, do_lower_case):
+  vocab = vocab_lib.build_vocab(book_lines, vocab_size=500, do_lower_case=do_lower_case)
+  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  assert 0.95 * 500 <= len(vocab) <= 500 and len(set(vocab)) == len(vocab)
+  assert any(t.startswith("##") for t in vocab) and "the" in vocab
+  assert any(t != t.lower() for t in vocab[5:]) == (not do_lower_case)
+  tokens = tokenize_with(vocab, book_lines, tmp_path, do_lower_case)
+  assert tokens.count("[UNK]") < 0.001 * len(tokens)
+  # learned pieces shorten the text well below one token per character
+  assert len(tokens) < 0.5 * sum(len(line) for line in book_lines)
+  ids = tokenization.special_ids(tokenization.load_vocab(tmp_path / "vocab.txt"), "v")
+  assert (ids.pad_id, ids.unk_id, ids.cls_id, ids.sep_id, ids.mask_id) == (0, 1, 2, 3, 4)
+
+
+def test_vocab_size_errors(book_lines):
+  with pytest.raises(DataError, match="--vocab_size: 5 leaves no room"):
+    vocab_lib.build_vocab(book_lines, vocab_size=5)
+  with pytest.raises(DataError,
+                     match=r"--vocab_size: 20 is below the \d+ reserved tokens and char"):
+    vocab_lib.build_vocab(book_lines[:50], vocab_size=20)
+  with pytest.raises(DataError, match="no text to learn a vocab from"):
+    vocab_lib.build_vocab(["", "  "], vocab_size=100)
+
+
+def test_cli(book_lines, tmp_path):
+  corpus = tmp_path / "book.txt"
+  corpus.write_text("\n".join(book_lines[:300]) + "\n", encoding="utf-8")
+  output = tmp_path / "vocab.txt"
+  done = subprocess.run(
+      [sys.executable, "data_prep/build_vocab.py", f"--corpus_files={corpus}",
+       "--vocab_size=300", f"--output_file={output}"],
+      cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True,
+      timeout=300)
+  assert done.returncode == 0, done.stderr
+  vocab = tokenization.load_vocab(output)
+  assert 285 <= len(vocab) <= 300 and vocab["[PAD]"] == 0 and vocab["[MASK]"] == 4
+  assert done.stdout.strip() == f"Wrote {len(vocab)} tokens to {output}"
+
+
+def test_corpus_errors(tmp_path):
+  with pytest.raises(DataError, match=r"--corpus_dir .*missing: does not exist"):
+    vocab_lib.read_corpus_texts(tmp_path / "missing", "--corpus_dir")
+  with pytest.raises(DataError, match=r"--corpus_files: corpus file .*nope.txt does not"):
+    vocab_lib.read_corpus_texts([tmp_path / "nope.txt"], "--corpus_files")
