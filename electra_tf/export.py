@@ -35,20 +35,28 @@ from electra_tf.modeling.pretrainer import ElectraPretrainer
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
+def input_signature() -> List[tf.TensorSpec]:
+  """The serving inputs: int32 [batch, seq] input_ids, input_mask, segment_ids."""
+  return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+
+
+def check_sequence_length(input_ids: tf.Tensor, max_positions: int) -> None:
+  """Fails the serving call when seq exceeds the position table."""
+  tf.debugging.assert_less_equal(
+      tf.shape(input_ids)[1], max_positions,
+      message=f"sequence length exceeds max_position_embeddings {max_positions}")
+
+
 def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Module:
   """A tf.Module with the `serve` function and the variables it reads."""
   if isinstance(model, ElectraPretrainer):
     encoder, head = model.discriminator, model.discriminator_predictions
   else:
     encoder, head = model, None
-  max_positions = encoder.config.max_position_embeddings
 
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=name)
-                                for name in INPUT_NAMES])
+  @tf.function(input_signature=input_signature())
   def serve(input_ids, input_mask, segment_ids):
-    tf.debugging.assert_less_equal(
-        tf.shape(input_ids)[1], max_positions,
-        message=f"sequence length exceeds max_position_embeddings {max_positions}")
+    check_sequence_length(input_ids, encoder.config.max_position_embeddings)
     outputs = encoder(input_ids, input_mask, segment_ids, training=False)
     sequence_output = tf.cast(outputs["sequence_output"], tf.float32)
     result = {"sequence_output": sequence_output,
@@ -59,13 +67,35 @@ def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Mo
                     discriminator_probs=tf.sigmoid(logits))
     return result
 
+  return variables_module(serve, list(encoder.variables) + (
+      list(head.variables) if head is not None else []))
+
+
+def variables_module(serve: tf.types.experimental.GenericFunction,
+                     variables: List[tf.Variable]) -> tf.Module:
+  """A tf.Module holding `serve` and only the variables it reads.
+
+  Only the variables are tracked (not the Keras layers), so the SavedModel
+  holds plain functions and variables that load anywhere.
+  """
   module = tf.Module()
-  # Only the variables are tracked (not the Keras layers), so the SavedModel
-  # holds plain functions and variables that load anywhere.
-  module.model_variables = list(encoder.variables) + (
-      list(head.variables) if head is not None else [])
+  module.model_variables = variables
   module.serve = serve
   return module
+
+
+def save_serving_module(module: tf.Module, export_dir: str,
+                        overwrite: bool = False) -> str:
+  """Saves `module.serve` as `serving_default` through a temporary directory.
+
+  An existing non-empty `export_dir` is an error unless `overwrite`; it is
+  replaced only by a complete export.
+  """
+  with checkpoints.atomic_output_dir(export_dir, "--export_dir",
+                                     overwrite=overwrite) as tmp_dir:
+    tf.saved_model.save(module, tmp_dir, signatures={
+        "serving_default": module.serve.get_concrete_function()})
+  return export_dir
 
 
 def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
@@ -76,12 +106,7 @@ def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
   a discriminator TransformerEncoder.  An existing non-empty `export_dir` is
   an error unless `overwrite`; it is replaced only by a complete export.
   """
-  module = serving_module(model)
-  with checkpoints.atomic_output_dir(export_dir, "--export_dir",
-                                     overwrite=overwrite) as tmp_dir:
-    tf.saved_model.save(module, tmp_dir, signatures={
-        "serving_default": module.serve.get_concrete_function()})
-  return export_dir
+  return save_serving_module(serving_module(model), export_dir, overwrite)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

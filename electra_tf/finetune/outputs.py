@@ -23,7 +23,7 @@ import pickle
 import statistics
 from typing import Dict, List, Mapping, Sequence
 
-from electra_tf.fileio import atomic_write_text
+from electra_tf.fileio import atomic_write_bytes, atomic_write_text
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import EvalResult
 
@@ -81,14 +81,21 @@ def write_results(config: FinetuningConfig,
   _makedirs_for(config.results_txt)
   atomic_write_text(config.results_txt, results_text(results))
   _makedirs_for(config.results_pkl)
-  tmp = f"{config.results_pkl}.tmp-{os.getpid()}"
-  try:
-    with open(tmp, "wb") as f:
-      pickle.dump([{t: dict(m) for t, m in r.items()} for r in results], f)
-    os.replace(tmp, config.results_pkl)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
+  atomic_write_bytes(config.results_pkl, pickle.dumps(
+      [{t: dict(m) for t, m in r.items()} for r in results]))
+
+
+def load_results(config: FinetuningConfig) -> List[Dict[str, Dict[str, float]]]:
+  """The trials recorded in config.results_pkl so far ([] when absent)."""
+  if not os.path.isfile(config.results_pkl):
+    return []
+  with open(config.results_pkl, "rb") as f:
+    results = pickle.load(f)
+  if not isinstance(results, list) or not all(isinstance(r, dict)
+                                              for r in results):
+    raise ValueError(f"{config.results_pkl}: not a fine-tuning results file "
+                     "(expected a list of per-trial dicts)")
+  return results
 
 
 def results_table(results: Sequence[TrialResults]) -> str:

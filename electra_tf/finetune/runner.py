@@ -1,0 +1,557 @@
+"""The fine-tuning job (official run_finetuning.py): trials of train + eval.
+
+`run(config, ...)` first checks every input (strategy, vocab, initial
+checkpoint, export targets, model_dir) and reads every data file it will need,
+so that a bad flag, hparam or data row stops the job before anything is
+written to model_dir.  Then, for each trial t = 1..num_trials:
+
+  1. builds a `FinetuningModel` (seed + t - 1 seeds its heads, dropout and
+     data order) whose encoder comes from the initial checkpoint: the one
+     given (a project checkpoint: pre-training model_dir, ckpt prefix, or a
+     converted Google checkpoint; or an official TF1 checkpoint), else the
+     official default `data_dir/models/<model_name>` when it holds one, else
+     random initialisation (logged).  Only the encoder (`electra/...`) is
+     loaded; the heads start fresh;
+  2. trains all tasks jointly as official: the training examples of every task
+     shuffled together, featurized, padded with rows of task_id =
+     len(task_names) to a multiple of train_batch_size, then repeated,
+     shuffled (buffer 100) and batched; the loss of a batch is the sum of each
+     row's loss under its own task (`model.multitask_loss`); AdamWeightDecay
+     with layer-wise rates and warm-up num_train_steps * warmup_proportion;
+     num_train_steps = padded rows // batch * num_train_epochs;
+  3. evaluates every task on its dev split(s) and writes the result files
+     (outputs.py) to model_dir/results/ (and, when num_trials > 1, a copy to
+     results/trial_<t>/ so that no trial's predictions are lost), plus test
+     predictions for the first n_writes_test trials when write_test_outputs.
+
+Layout of model_dir:
+  finetuning_config.json   the hparams that define the trained models; a
+                           rerun with different ones is refused
+  trial_<t>/ckpt-<step>.*  checkpoints (model + optimizer) every
+                           save_checkpoints_steps and at the end, TensorBoard
+                           logs in trial_<t>/train (deleted after the trial
+                           unless keep_all_models or it is the last one)
+  results/                 see outputs.py
+
+Resuming (the official code instead deletes a trial's model_dir and starts
+over): a rerun of the same command skips the trials recorded in results_pkl
+and continues a trial from its latest checkpoint, skipping the batches it
+already trained on.
+
+Featurized training data are cached, as the official tfrecords, in
+preprocessed_data_dir (`<tasks>_train.npz` plus a `.json` that records the
+settings and data files they came from; a mismatch rebuilds them) when
+use_tfrecords_if_existing.  Dev and test sets are featurized on each run
+(their evaluation needs the examples and, for SQuAD, the window maps).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import json
+import math
+import os
+import shutil
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from electra_tf import checkpoints
+from electra_tf import distribution
+from electra_tf import fileio
+from electra_tf import optimization
+from electra_tf import tokenization
+from electra_tf.config import ConfigError
+from electra_tf.finetune import export as finetune_export
+from electra_tf.finetune import outputs
+from electra_tf.finetune import task_builder
+from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.model import FinetuningModel
+from electra_tf.finetune.task import Features, Task, combine_features
+from electra_tf.training import ProgressLog, TrainingError
+
+LOG_EVERY = 10  # steps between progress lines (the official ETAHook's)
+KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
+CHECKPOINT_PREFIX = "ckpt"
+CONFIG_FILE = "finetuning_config.json"
+SHUFFLE_BUFFER = 100  # official input_fn
+STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
+
+# Hparams that define the models a model_dir holds (recorded, checked on rerun).
+RUN_KEYS = ("task_names", "model_size", "model_hparam_overrides",
+            "embedding_size", "vocab_size", "do_lower_case", "debug",
+            "max_seq_length", "learning_rate", "weight_decay_rate",
+            "layerwise_lr_decay", "num_train_epochs", "warmup_proportion",
+            "train_batch_size", "double_unordered", "max_query_length",
+            "doc_stride", "answerable_classifier",
+            "answerable_uses_start_logits", "answerable_weight",
+            "joint_prediction", "seed", "init_checkpoint")
+# Hparams the featurized training data depend on (the cache's key).
+FEATURE_KEYS = ("task_names", "max_seq_length", "double_unordered",
+                "max_query_length", "doc_stride", "do_lower_case", "debug",
+                "vocab_file")
+
+
+def _log(message: str = "") -> None:
+  print(message, flush=True)
+
+
+# ------------------------------------------------------------------ data
+@dataclasses.dataclass
+class SplitData:
+  """One split of one task: its examples (file order) and their features."""
+  task: Task
+  split: str
+  examples: List[Any]
+  features: Features
+
+
+@dataclasses.dataclass
+class TrainingData:
+  """The training features of all tasks, unshuffled.
+
+  arrays: every feature of every task, [N, ...] (other tasks' keys are zero);
+  groups: [N] int64, the example each row came from (numbered across tasks),
+  so that shuffling keeps an example's rows (SQuAD windows) together.
+  """
+  arrays: Dict[str, np.ndarray]
+  groups: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.groups)
+
+
+def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
+  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size."""
+  tokenizer = tokenization.FullTokenizer(config.vocab_file,
+                                         do_lower_case=config.do_lower_case)
+  if len(tokenizer.vocab) != config.vocab_size:
+    raise ConfigError(f"hparam vocab_size: {config.vocab_size} differs from the "
+                      f"{len(tokenizer.vocab)} entries of {config.vocab_file}")
+  return tokenizer
+
+
+def read_split(task: Task, split: str, is_training: bool = False) -> SplitData:
+  """Reads and featurizes one split; an empty split is an error."""
+  examples = task.get_examples(split)
+  if not examples:
+    raise ValueError(f"{task.config.raw_data_dir(task.name)}: the {split} "
+                     f"split of {task.name} has no examples")
+  return SplitData(task, split, examples, task.featurize(examples, is_training))
+
+
+def featurize_training_data(tasks: Sequence[Task]) -> TrainingData:
+  """Reads and featurizes the train split of every task (not cached)."""
+  parts, groups, offset = [], [], 0
+  for task in tasks:
+    data = read_split(task, "train", is_training=True)
+    parts.append((task, data.features))
+    groups.append(offset + data.features.example_index)
+    offset += len(data.examples)
+  return TrainingData(combine_features(parts), np.concatenate(groups))
+
+
+def shuffled_row_order(groups: np.ndarray, rng: np.random.RandomState
+                       ) -> np.ndarray:
+  """Row indices with the examples in random order, each example's rows
+  consecutive and in their original order (official random.shuffle of the
+  examples before featurizing)."""
+  unique, example_of_row = np.unique(groups, return_inverse=True)
+  rank = np.empty(len(unique), np.int64)
+  rank[rng.permutation(len(unique))] = np.arange(len(unique))
+  return np.argsort(rank[example_of_row], kind="stable")
+
+
+def pad_rows(arrays: Dict[str, np.ndarray], multiple: int,
+             padding_task_id: int) -> Dict[str, np.ndarray]:
+  """Appends zero rows (task_id = padding_task_id) up to a multiple of
+  `multiple` rows (official serialize_examples padding)."""
+  n_rows = len(arrays["task_id"])
+  n_padding = -n_rows % multiple
+  padded = {}
+  for key, values in arrays.items():
+    padding = np.zeros((n_padding,) + values.shape[1:], values.dtype)
+    if key == "task_id":
+      padding[:] = padding_task_id
+    padded[key] = np.concatenate([values, padding])
+  return padded
+
+
+def _data_fingerprint(config: FinetuningConfig) -> Dict[str, Any]:
+  """What the featurized training data depend on: settings and file stats."""
+  files = [config.vocab_file]
+  for name in config.task_names:
+    directory = config.raw_data_dir(name)
+    if os.path.isdir(directory):  # else featurizing names the missing file
+      files += [os.path.join(directory, f) for f in sorted(os.listdir(directory))]
+  return {"settings": {key: getattr(config, key) for key in FEATURE_KEYS},
+          "files": {path: [os.stat(path).st_size, os.stat(path).st_mtime_ns]
+                    for path in files if os.path.isfile(path)}}
+
+
+def training_data(config: FinetuningConfig, tasks: Sequence[Task]
+                  ) -> TrainingData:
+  """Featurized training data, from/to the cache when use_tfrecords_if_existing."""
+  if not config.use_tfrecords_if_existing:
+    return featurize_training_data(tasks)
+  prefix = os.path.join(config.preprocessed_data_dir,
+                        "_".join(sorted(config.task_names)) + "_train")
+  fingerprint = json.loads(json.dumps(_data_fingerprint(config)))
+  if os.path.isfile(prefix + ".json") and os.path.isfile(prefix + ".npz"):
+    with open(prefix + ".json", encoding="utf-8") as f:
+      if json.load(f) == fingerprint:
+        _log(f"Using the featurized training data in {prefix}.npz")
+        with np.load(prefix + ".npz") as cached:
+          arrays = {key: cached[key] for key in cached.files}
+        return TrainingData(arrays, arrays.pop("__groups"))
+    _log(f"{prefix}.npz was made from other data or settings; rebuilding it")
+  data = featurize_training_data(tasks)
+  os.makedirs(config.preprocessed_data_dir, exist_ok=True)
+  buffer = io.BytesIO()
+  np.savez(buffer, __groups=data.groups, **data.arrays)
+  fileio.atomic_write_bytes(prefix + ".npz", buffer.getvalue())
+  fileio.atomic_write_text(prefix + ".json", json.dumps(fingerprint) + "\n")
+  return data
+
+
+# ------------------------------------------------------------ one trial
+def trial_dir(config: FinetuningConfig, trial: int) -> str:
+  return os.path.join(config.model_dir, f"trial_{trial}")
+
+
+class TrialJob:
+  """The model (and, when training, the optimizer) of one trial."""
+
+  def __init__(self, config: FinetuningConfig, tasks: Sequence[Task],
+               strategy: tf.distribute.Strategy, trial: int,
+               num_train_steps: Optional[int]):
+    self.config = config
+    self.tasks = list(tasks)
+    self.strategy = strategy
+    self.trial = trial
+    self.seed = config.seed + trial - 1
+    self.directory = trial_dir(config, trial)
+    self.num_train_steps = num_train_steps
+    keras.utils.set_random_seed(self.seed)
+    with strategy.scope():
+      self.model = FinetuningModel(config, tasks)
+      self.optimizer = None
+      if num_train_steps is not None:
+        self.optimizer = optimization.create_optimizer(
+            learning_rate=config.learning_rate,
+            num_train_steps=num_train_steps,
+            # official: max(num_train_steps * warmup_proportion, warmup_steps=0)
+            num_warmup_steps=num_train_steps * config.warmup_proportion,
+            weight_decay_rate=config.weight_decay_rate,
+            layerwise_lr_decay=(config.layerwise_lr_decay
+                                if config.layerwise_lr_decay > 0 else None),
+            n_transformer_layers=self.model.encoder.config.num_hidden_layers)
+        self.optimizer.build(self.model.trainable_variables)
+    tracked = {"model": self.model}
+    if self.optimizer is not None:
+      tracked["optimizer"] = self.optimizer
+    self.checkpoint = tf.train.Checkpoint(**tracked)
+    self._predict_steps: Dict[str, Any] = {}
+
+  # ------------------------------------------------------- initialisation
+  def initialize(self, init_checkpoint: Optional[str]) -> None:
+    """Restores the trial's latest checkpoint, else the encoder from
+    `init_checkpoint` (None: random initialisation)."""
+    latest = tf.train.latest_checkpoint(self.directory)
+    if latest:
+      status = self.checkpoint.restore(latest)
+      if self.optimizer is None:
+        status.expect_partial()
+      else:
+        status.assert_existing_objects_matched()
+      _log(f"Restored trial {self.trial} from {latest}")
+    elif init_checkpoint:
+      unused = checkpoints.restore_from_checkpoint(self.model.encoder,
+                                                   init_checkpoint)
+      _log(f"Initialised the encoder from {init_checkpoint} ({len(unused)} "
+           "checkpoint variables outside `electra/` left unused)")
+    else:
+      _log("No initial checkpoint: the encoder starts from random "
+           "initialisation")
+
+  # ------------------------------------------------------------- training
+  def _train_dataset(self, data: TrainingData, skip_batches: int
+                     ) -> tf.data.Dataset:
+    batch = self.config.train_batch_size
+    order = shuffled_row_order(data.groups, np.random.RandomState(self.seed))
+    arrays = pad_rows({k: v[order] for k, v in data.arrays.items()}, batch,
+                      len(self.tasks))
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).repeat()
+    dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=self.seed)
+    return dataset.batch(batch, drop_remainder=True).skip(skip_batches)
+
+  def _train_step(self, batch: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """One replica's step; its loss is the sum over its rows, so the summed
+    replica gradients are those of the official loss on the global batch."""
+    with tf.GradientTape() as tape:
+      loss = self.model.training_loss(self.model(batch, training=True),
+                                      batch["task_id"])
+    variables = self.model.trainable_variables
+    self.optimizer.apply_gradients(zip(tape.gradient(loss, variables),
+                                       variables))
+    return loss
+
+  def train(self, data: TrainingData) -> int:
+    """Trains to num_train_steps from the restored step; returns the step."""
+    config, strategy = self.config, self.strategy
+    total = self.num_train_steps
+    step = int(self.optimizer.iterations.numpy())
+    if step >= total:
+      _log(f"Trial {self.trial} is already trained ({step} steps)")
+      return step
+    manager = tf.train.CheckpointManager(
+        self.checkpoint, self.directory, max_to_keep=KEEP_CHECKPOINTS,
+        checkpoint_name=CHECKPOINT_PREFIX, step_counter=self.optimizer.iterations)
+    iterator = iter(strategy.experimental_distribute_dataset(
+        self._train_dataset(data, skip_batches=step)))
+
+    @tf.function
+    def train_loop(iterator, num_steps):
+      loss = 0.0
+      for _ in tf.range(num_steps):
+        per_replica = strategy.run(self._train_step, args=(next(iterator),))
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+      return loss
+
+    _log(f"Training for {total} steps ({len(data)} training features, batch "
+         f"{config.train_batch_size}, {strategy.num_replicas_in_sync} "
+         f"replica(s), {type(strategy).__name__})")
+    writer = tf.summary.create_file_writer(os.path.join(self.directory, "train"))
+    progress = ProgressLog(total, config.train_batch_size, step)
+    while step < total:
+      boundary = min((step // LOG_EVERY + 1) * LOG_EVERY,
+                     (step // config.save_checkpoints_steps + 1) *
+                     config.save_checkpoints_steps,
+                     step + config.iterations_per_loop, total)
+      loss = float(train_loop(iterator, tf.constant(boundary - step)).numpy())
+      step = int(self.optimizer.iterations.numpy())
+      if not math.isfinite(loss):
+        raise TrainingError(f"non-finite loss {loss} at step {step} of trial "
+                            f"{self.trial}; the latest checkpoint "
+                            f"{manager.latest_checkpoint} stays the latest")
+      values = {"loss": loss,
+                "lr": float(self.optimizer.current_learning_rate().numpy())}
+      if step % LOG_EVERY == 0 or step == total:
+        _log(progress.line(step, values))
+        with writer.as_default(step=step):
+          for name, value in values.items():
+            tf.summary.scalar(name, value)
+      if step % config.save_checkpoints_steps == 0 or step == total:
+        manager.save(checkpoint_number=step)
+    writer.flush()
+    return step
+
+  # ----------------------------------------------------------- prediction
+  def _predict_step(self, task_name: str):
+    if task_name not in self._predict_steps:
+      @tf.function
+      def predict_step(batch):
+        return self.strategy.run(
+            lambda b: self.model.task_outputs(b, task_name), args=(batch,))
+      self._predict_steps[task_name] = predict_step
+    return self._predict_steps[task_name]
+
+  def predict(self, data: SplitData, batch_size: int) -> Dict[str, np.ndarray]:
+    """Head outputs for every feature row of `data`, in row order."""
+    n_rows = len(data.features)
+    arrays = pad_rows(data.features.arrays, batch_size, data.task.task_id)
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    predict_step = self._predict_step(data.task.name)
+    parts = collections.defaultdict(list)
+    for batch in self.strategy.experimental_distribute_dataset(dataset):
+      for replica in self.strategy.experimental_local_results(predict_step(batch)):
+        for key, value in replica.items():
+          parts[key].append(value.numpy())
+    return {key: np.concatenate(values)[:n_rows]
+            for key, values in parts.items()}
+
+
+# ----------------------------------------------------------- evaluation
+def _results_dirs(config: FinetuningConfig, trial: int) -> List[str]:
+  dirs = [config.results_dir]
+  if config.num_trials > 1:
+    dirs.append(os.path.join(config.results_dir, f"trial_{trial}"))
+  return dirs
+
+
+def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
+                   test_data: Dict[str, Dict[str, SplitData]]
+                   ) -> Dict[str, Dict[str, float]]:
+  """Dev metrics of every task; writes metrics, predictions, test outputs."""
+  config, trial = job.config, job.trial
+  results = {}
+  for task in job.tasks:
+    split_results = {}
+    for split, data in eval_data[task.name].items():
+      split_results[split] = task.evaluate(
+          data.examples, data.features,
+          job.predict(data, config.eval_batch_size), split)
+    metrics = outputs.merge_metrics(split_results, task.eval_splits())
+    results[task.name] = metrics
+    _log(outputs.results_text([{task.name: metrics}]).strip())
+    for directory in _results_dirs(config, trial):
+      outputs.write_metrics_json(
+          outputs.metrics_path(directory, task.name, "dev"), metrics, trial)
+      for split, result in split_results.items():
+        outputs.write_predictions_tsv(
+            outputs.predictions_path(directory, task.name, split), result)
+    if trial <= config.n_writes_test:
+      for split, data in test_data.get(task.name, {}).items():
+        result = task.evaluate(data.examples, data.features,
+                               job.predict(data, config.predict_batch_size),
+                               split)
+        for directory in _results_dirs(config, trial):
+          outputs.write_predictions_tsv(
+              outputs.predictions_path(directory, task.name, split), result)
+        _log(f"Wrote the {task.name} {split} predictions of trial {trial}")
+  return results
+
+
+# ------------------------------------------------------ checks, the job
+def create_strategy(config: FinetuningConfig, strategy_name: str,
+                    tpu: Optional[str]) -> tf.distribute.Strategy:
+  """The strategy of --strategy / --tpu and the official TPU hparams."""
+  if strategy_name not in STRATEGIES:
+    raise ConfigError(f"--strategy: {strategy_name!r} is not one of "
+                      f"{', '.join(STRATEGIES)} (fine-tuning runs on one host)")
+  for key in ("tpu_zone", "gcp_project", "tpu_job_name"):
+    if getattr(config, key):
+      raise ConfigError(f"hparam {key}: not supported; give the TPU's name or "
+                        "grpc:// address as --tpu or hparam tpu_name")
+  if config.use_tpu:
+    if strategy_name not in ("auto", "tpu"):
+      raise ConfigError(f"hparam use_tpu=true contradicts --strategy={strategy_name}")
+    strategy_name, tpu = "tpu", tpu or config.tpu_name
+  strategy = distribution.create_strategy(strategy_name, tpu)
+  if config.use_tpu and strategy.num_replicas_in_sync != config.num_tpu_cores:
+    raise ConfigError(f"hparam num_tpu_cores: {config.num_tpu_cores}, but the "
+                      f"TPU has {strategy.num_replicas_in_sync} cores (all are used)")
+  return strategy
+
+
+def initial_checkpoint(config: FinetuningConfig, explicit: bool
+                       ) -> Optional[str]:
+  """The checkpoint prefix the encoder starts from (None: random init).
+
+  An explicit init_checkpoint must exist; the official default
+  (data_dir/models/<model_name>) is used only when it holds a checkpoint.
+  """
+  if explicit:
+    return checkpoints.resolve_checkpoint(config.init_checkpoint)
+  if os.path.isdir(config.init_checkpoint):
+    return tf.train.latest_checkpoint(config.init_checkpoint)
+  return None
+
+
+def _run_record(config: FinetuningConfig) -> Dict[str, Any]:
+  return json.loads(json.dumps({key: getattr(config, key) for key in RUN_KEYS}))
+
+
+def check_model_dir(config: FinetuningConfig) -> bool:
+  """Refuses a model_dir holding models of other hparams; True if it has a record."""
+  path = os.path.join(config.model_dir, CONFIG_FILE)
+  if not os.path.isfile(path):
+    return False
+  with open(path, encoding="utf-8") as f:
+    recorded = json.load(f)
+  current = _run_record(config)
+  differences = [f"{key}: {recorded.get(key)!r} there, {value!r} now"
+                 for key, value in current.items() if recorded.get(key) != value]
+  if differences:
+    raise ConfigError(f"model_dir {config.model_dir} holds models of other "
+                      f"hparams ({'; '.join(differences)}); use another "
+                      "--model_dir")
+  return True
+
+
+def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
+  for task in tasks:
+    finetune_export.check_exportable(task)
+    target = os.path.join(export_dir, task.name)
+    if os.path.isdir(target) and os.listdir(target):
+      raise ValueError(f"--export_dir: {target} already exists and is not empty")
+
+
+def run(config: FinetuningConfig, *, strategy_name: str = "auto",
+        tpu: Optional[str] = None, explicit_init_checkpoint: bool = True,
+        export_dir: Optional[str] = None) -> List[Dict[str, Dict[str, float]]]:
+  """The whole job (module docstring); returns the results of every trial."""
+  if not (config.do_train or config.do_eval or export_dir):
+    raise ConfigError("hparams do_train and do_eval are both false and there "
+                      "is no --export_dir: nothing to do")
+  strategy = create_strategy(config, strategy_name, tpu)
+  tokenizer = load_tokenizer(config)
+  tasks = task_builder.get_tasks(config, tokenizer)
+  init_checkpoint = initial_checkpoint(config, explicit_init_checkpoint)
+  if export_dir:
+    _check_export_dirs(tasks, export_dir)
+  has_record = check_model_dir(config)
+  if not config.do_train:
+    for trial in range(1, config.num_trials + 1):
+      if not tf.train.latest_checkpoint(trial_dir(config, trial)):
+        raise ConfigError(f"do_train=false: {trial_dir(config, trial)} holds no "
+                          "checkpoint to evaluate or export")
+
+  # Read every split first: a malformed file stops the job here.
+  eval_data: Dict[str, Dict[str, SplitData]] = {}
+  test_data: Dict[str, Dict[str, SplitData]] = {}
+  if config.do_eval:
+    for task in tasks:
+      eval_data[task.name] = {split: read_split(task, split)
+                              for split in task.eval_splits()}
+      if config.write_test_outputs and config.n_writes_test > 0:
+        test_data[task.name] = {split: read_split(task, split)
+                                for split in task.test_splits()}
+  data, num_train_steps = None, None
+  if config.do_train:
+    data = training_data(config, tasks)
+    num_train_steps = config.num_train_steps(len(data))
+    if num_train_steps <= 0:
+      raise ConfigError(
+          f"hparams num_train_epochs {config.num_train_epochs} and "
+          f"train_batch_size {config.train_batch_size} give 0 training steps "
+          f"for {len(data)} training features")
+
+  results = outputs.load_results(config) if (
+      config.do_train and config.do_eval and has_record) else []
+  for trial in range(1, config.num_trials + 1):
+    heading = f"model={config.model_name}, trial {trial}/{config.num_trials}"
+    done = trial <= len(results)
+    exporting = export_dir and trial == config.num_trials
+    if done and not exporting:
+      _log(f"== {heading}: already done (recorded in {config.results_pkl}) ==")
+      continue
+    job = TrialJob(config, tasks, strategy, trial, num_train_steps)
+    job.initialize(init_checkpoint)
+    if not has_record:
+      os.makedirs(config.model_dir, exist_ok=True)
+      fileio.atomic_write_text(os.path.join(config.model_dir, CONFIG_FILE),
+                               json.dumps(_run_record(config), indent=2) + "\n")
+      has_record = True
+    if config.do_train and not done:
+      _log(f"== Start training: {heading} ==")
+      job.train(data)
+    if config.do_eval and not done:
+      _log(f"== Run dev set evaluation: {heading} ==")
+      results.append(evaluate_trial(job, eval_data, test_data))
+      outputs.write_results(config, results)
+    if exporting:
+      for task in tasks:
+        target = os.path.join(export_dir, task.name)
+        finetune_export.export_task_model(job.model, task, target)
+        _log(f"Exported the {task.name} model to {target}")
+    if trial != config.num_trials and not config.keep_all_models:
+      shutil.rmtree(job.directory, ignore_errors=True)
+  if results:
+    _log(f"Results over {len(results)} trial(s) (written to {config.results_txt}):")
+    _log(outputs.results_table(results))
+  return results

@@ -1,0 +1,538 @@
+"""Fine-tuning end to end on slices of the shared data: every task trains a
+few steps jointly with others, is evaluated and writes its result files;
+export through a fresh process; resume; checkpoint initialisation; CLI
+errors."""
+
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import checkpoints, convert
+from electra_tf.config import ConfigError
+from electra_tf.finetune import outputs, runner, task_builder
+from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.model import multitask_loss
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+TINY = {"model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
+                                   "num_attention_heads": 2},
+        "embedding_size": 16, "max_seq_length": 64, "train_batch_size": 16,
+        "eval_batch_size": 32, "num_train_epochs": 1.0, "max_query_length": 16,
+        "doc_stride": 32, "beam_size": 5, "n_best_size": 5}
+GLUE = ("cola", "sst", "mrpc", "sts", "rte", "qnli")
+# Rows of each GLUE file kept in the test data_dir (QNLI trains on its dev).
+GLUE_ROWS = {"cola": 40, "sst": 40, "mrpc": 24, "sts": 24, "rte": 24, "qnli": 24}
+
+
+def _head_rows(src: pathlib.Path, dst: pathlib.Path, n_rows: int,
+               header: bool) -> None:
+  lines = src.read_text(encoding="utf-8").split("\n")
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  dst.write_text("\n".join(lines[:n_rows + int(header)]) + "\n", encoding="utf-8")
+
+
+def _conll_sentences(src: pathlib.Path, dst: pathlib.Path, n: int) -> None:
+  sentences = src.read_text(encoding="utf-8").split("\n\n")[:n]
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  dst.write_text("\n\n".join(sentences) + "\n\n", encoding="utf-8")
+
+
+def _squad_paragraphs(src: pathlib.Path, dst: pathlib.Path, paragraphs) -> None:
+  dataset = json.loads(src.read_text(encoding="utf-8"))
+  article = dataset["data"][0]
+  article = dict(article, paragraphs=[article["paragraphs"][i] for i in paragraphs])
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  dst.write_text(json.dumps({"data": [article], "version": "1.1"}), encoding="utf-8")
+
+
+def make_data_dir(root: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
+  """A data_dir in the official layout with a slice of each shared file."""
+  src = shared / "data" / "finetuning_data"
+  dst = root / "finetuning_data"
+  for task, n_rows in GLUE_ROWS.items():
+    header = task != "cola"
+    _head_rows(src / task / "dev.tsv", dst / task / "dev.tsv", n_rows, header)
+    train = src / task / ("dev.tsv" if task == "qnli" else "train.tsv")
+    _head_rows(train, dst / task / "train.tsv", n_rows, header)
+  _squad_paragraphs(src / "squadv1" / "dev.json", dst / "squadv1" / "train.json", [0])
+  _squad_paragraphs(src / "squadv1" / "dev.json", dst / "squadv1" / "dev.json", [2])
+  _conll_sentences(src / "chunk" / "train.txt", dst / "chunk" / "train.txt", 40)
+  _conll_sentences(src / "chunk" / "dev.txt", dst / "chunk" / "dev.txt", 20)
+  (root / "vocab.txt").write_bytes(
+      (shared / "data" / "vocab" / "bert_uncased_vocab.txt").read_bytes())
+  return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, shared_dir):
+  return make_data_dir(tmp_path_factory.mktemp("data"), shared_dir)
+
+
+def tiny_config(data_dir, model_dir, task_names, **hparams):
+  return FinetuningConfig.create(dict(TINY, **hparams), task_names=task_names,
+                                 data_dir=str(data_dir), model_dir=str(model_dir))
+
+
+def read_tsv(path):
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def dev_labels(data_dir, task, column):
+  rows = read_tsv(data_dir / "finetuning_data" / task / "dev.tsv")
+  return [row[column] for row in (rows if task == "cola" else rows[1:])]
+
+
+# ------------------------------------------------------------ GLUE tasks
+@pytest.fixture(scope="module")
+def glue_run(data_dir, tmp_path_factory):
+  """All six GLUE tasks trained jointly, evaluated, exported."""
+  root = tmp_path_factory.mktemp("glue")
+  config = tiny_config(data_dir, root / "model", list(GLUE))
+  results = runner.run(config, strategy_name="one_device",
+                       explicit_init_checkpoint=False,
+                       export_dir=str(root / "export"))
+  return config, results, root
+
+
+def test_glue_tasks_train_jointly_and_write_official_outputs(glue_run, data_dir):
+  config, results, _ = glue_run
+  n_features = sum(GLUE_ROWS.values()) + GLUE_ROWS["mrpc"] + GLUE_ROWS["sts"]
+  steps = config.num_train_steps(n_features)  # MRPC, STS train on both orders
+  assert steps == -(-n_features // 16)
+  assert tf.train.latest_checkpoint(str(runner.trial_dir(config, 1))).endswith(
+      f"ckpt-{steps}")
+  expected_keys = {"cola": {"mcc"}, "sst": {"accuracy"}, "rte": {"accuracy"},
+                   "qnli": {"accuracy"}, "sts": {"pearson", "spearman", "mse"},
+                   "mrpc": {"accuracy", "precision", "recall", "f1"}}
+  label_column = {"cola": 1, "sst": 1, "mrpc": 0, "rte": 3, "qnli": 3}
+  results_dir = pathlib.Path(config.results_dir)
+  for task in GLUE:
+    metrics = json.loads((results_dir / f"{task}_dev_metrics.json").read_text())
+    assert set(metrics) == expected_keys[task] | {"loss", "trial"}
+    assert metrics["trial"] == 1 and metrics["loss"] > 0
+    assert results == json.loads(json.dumps(results))  # plain floats
+    assert {k: v for k, v in metrics.items() if k != "trial"} == pytest.approx(
+        results[0][task])
+    rows = read_tsv(results_dir / f"{task}_dev_predictions.tsv")
+    assert rows[0] == ["index", "prediction"]
+    assert [int(r[0]) for r in rows[1:]] == list(range(GLUE_ROWS[task]))
+    predictions = [r[1] for r in rows[1:]]
+    if task == "sts":
+      scores = np.array(predictions, float)
+      gold = np.array(dev_labels(data_dir, "sts", -1), float) / 5.0
+      assert metrics["mse"] == pytest.approx(np.mean((gold - scores / 5) ** 2),
+                                             abs=1e-5)
+      continue
+    gold = dev_labels(data_dir, task, label_column[task])
+    assert set(predictions) <= set(gold) | {"0", "1", "entailment",
+                                            "not_entailment"}
+    if "accuracy" in metrics:
+      agree = np.mean([p == g for p, g in zip(predictions, gold)])
+      assert metrics["accuracy"] == pytest.approx(100 * agree)
+  text = pathlib.Path(config.results_txt).read_text().splitlines()
+  assert [line.split(":")[0] for line in text] == list(GLUE)
+  assert outputs.load_results(config) == results
+
+
+EXPORT_LOADER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    export_dir, inputs_npz, outputs_npz = sys.argv[1:]
+    inputs = np.load(inputs_npz)
+    results = {}
+    for task in ("sst", "sts"):
+      serve = tf.saved_model.load(f"{export_dir}/{task}").signatures["serving_default"]
+      out = serve(**{k: tf.constant(inputs[f"{task}_{k}"])
+                     for k in ("input_ids", "input_mask", "segment_ids")})
+      for key, value in out.items():
+        results[f"{task}_{key}"] = value.numpy()
+    assert "electra_tf" not in sys.modules
+    np.savez(outputs_npz, **results)
+""")
+
+
+def test_exported_classifiers_load_without_the_project(glue_run):
+  config, _, root = glue_run
+  assert sorted(os.listdir(root / "export")) == sorted(GLUE)
+  tasks = {t.name: t for t in task_builder.get_tasks(
+      config, runner.load_tokenizer(config))}
+  job = runner.TrialJob(config, list(tasks.values()),
+                        tf.distribute.OneDeviceStrategy("/cpu:0"), 1, None)
+  job.initialize(None)  # the trial's checkpoint
+  inputs, expected = {}, {}
+  for name in ("sst", "sts"):
+    data = runner.read_split(tasks[name], "dev")
+    seq = 40  # a shorter sequence than in training works too
+    arrays = {k: data.features.arrays[k][:5, :seq]
+              for k in ("input_ids", "input_mask", "segment_ids")}
+    inputs.update({f"{name}_{k}": v for k, v in arrays.items()})
+    expected[name] = job.predict(data, 16)
+  np.savez(root / "inputs.npz", **inputs)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  subprocess.run([sys.executable, "-c", EXPORT_LOADER, str(root / "export"),
+                  str(root / "inputs.npz"), str(root / "outputs.npz")],
+                 cwd=root, env=env, check=True, timeout=300)
+  out = np.load(root / "outputs.npz")
+  logits = expected["sst"]["logits"][:5]
+  np.testing.assert_allclose(out["sst_logits"], logits, atol=1e-5)
+  np.testing.assert_allclose(out["sst_probabilities"],
+                             tf.nn.softmax(logits).numpy(), atol=1e-5)
+  np.testing.assert_allclose(out["sts_predictions"],
+                             5.0 * expected["sts"]["predictions"][:5], atol=1e-4)
+
+
+def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
+  config, results, _ = glue_run
+  assert runner.run(config, strategy_name="one_device",
+                    explicit_init_checkpoint=False) == results
+  log = capsys.readouterr().out
+  assert "trial 1/1: already done" in log and "Start training" not in log
+  assert "sst   accuracy" in log  # the results table
+  changed = FinetuningConfig.create(dict(TINY, learning_rate=3e-4),
+                                    task_names=list(GLUE), data_dir=config.data_dir,
+                                    model_dir=config.model_dir)
+  with pytest.raises(ConfigError, match="learning_rate: 0.0001 there, 0.0003 now"):
+    runner.run(changed, strategy_name="one_device", explicit_init_checkpoint=False)
+
+
+# ------------------------------------------------------ SQuAD and chunk
+def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, capsys):
+  config = tiny_config(data_dir, tmp_path / "model", ["squadv1", "chunk"],
+                       save_checkpoints_steps=3)
+  results = runner.run(config, strategy_name="mirrored",
+                       explicit_init_checkpoint=False)
+  log = capsys.readouterr().out
+  assert "random initialisation" in log and "MirroredStrategy" in log
+  results_dir = pathlib.Path(config.results_dir)
+
+  squad = json.loads((data_dir / "finetuning_data/squadv1/dev.json").read_text())
+  question_ids = [qa["id"] for p in squad["data"][0]["paragraphs"] for qa in p["qas"]]
+  context = squad["data"][0]["paragraphs"][0]["context"]
+  rows = read_tsv(results_dir / "squadv1_dev_predictions.tsv")
+  assert rows[0] == ["id", "prediction"]
+  assert [r[0] for r in rows[1:]] == question_ids
+  assert all(r[1] and r[1] in context for r in rows[1:])  # spans of the context
+  metrics = json.loads((results_dir / "squadv1_dev_metrics.json").read_text())
+  assert set(metrics) == {"exact_match", "f1", "trial"}
+  assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
+
+  sentences = (data_dir / "finetuning_data/chunk/dev.txt").read_text().split("\n\n")
+  rows = read_tsv(results_dir / "chunk_dev_predictions.tsv")
+  assert rows[0] == ["index", "prediction"]
+  assert [int(r[0]) for r in rows[1:]] == list(range(20))
+  for row, sentence in zip(rows[1:], sentences):
+    tags = row[1].split()
+    # words beyond max_seq_length are cut, as official
+    assert 0 < len(tags) <= len(sentence.split("\n"))
+    assert all(t == "O" or t[:2] in ("B-", "I-") for t in tags)
+  metrics = json.loads((results_dir / "chunk_dev_metrics.json").read_text())
+  assert set(metrics) == {"precision", "recall", "f1", "loss", "trial"}
+  assert set(results[0]) == {"squadv1", "chunk"}
+
+  # A killed run resumes from its latest checkpoint (here: step 3 of 9+).
+  trial_dir = runner.trial_dir(config, 1)
+  final = tf.train.latest_checkpoint(trial_dir)
+  steps = int(final.rsplit("-", 1)[1])
+  previous = tf.train.get_checkpoint_state(trial_dir).all_model_checkpoint_paths[-2]
+  for name in os.listdir(trial_dir):
+    if name.startswith(f"ckpt-{steps}."):
+      os.remove(os.path.join(trial_dir, name))
+  checkpoints.write_checkpoint_state(trial_dir, os.path.basename(previous))
+  os.remove(config.results_pkl)
+  runner.run(config, strategy_name="one_device", explicit_init_checkpoint=False)
+  log = capsys.readouterr().out
+  assert f"Restored trial 1 from {previous}" in log
+  assert f"step {steps}/{steps} = 100.0%" in log
+  assert tf.train.latest_checkpoint(trial_dir) == final
+
+
+# ------------------------------------------------------------ the pieces
+def test_multitask_loss_sums_each_row_under_its_own_task():
+  losses = {"a": tf.constant([1.0, 2.0, 3.0, 4.0]),
+            "b": tf.constant([10.0, 20.0, 30.0, 40.0])}
+  task_id = tf.constant([0, 1, 1, 2])  # the last row is batch padding
+  assert float(multitask_loss(losses, ["a", "b"], task_id)) == 1.0 + 20.0 + 30.0
+
+
+def test_shuffle_keeps_example_rows_together_and_padding_marks_rows():
+  groups = np.array([0, 0, 0, 1, 2, 2, 3])
+  order = runner.shuffled_row_order(groups, np.random.RandomState(1))
+  assert sorted(order) == list(range(7))
+  shuffled = groups[order]
+  blocks = [g for i, g in enumerate(shuffled) if i == 0 or g != shuffled[i - 1]]
+  assert sorted(blocks) == [0, 1, 2, 3]  # each example's rows are consecutive
+  rows_of_0 = [i for i in order if groups[i] == 0]
+  assert rows_of_0 == [0, 1, 2]  # and in their original order
+  orders = {tuple(runner.shuffled_row_order(groups, np.random.RandomState(s)))
+            for s in range(10)}
+  assert len(orders) > 1
+
+  arrays = {"task_id": np.array([0, 1, 1], np.int32),
+            "x": np.arange(6, dtype=np.float32).reshape(3, 2)}
+  padded = runner.pad_rows(arrays, 4, padding_task_id=2)
+  np.testing.assert_array_equal(padded["task_id"], [0, 1, 1, 2])
+  np.testing.assert_array_equal(padded["x"][3], [0, 0])
+  assert len(runner.pad_rows(arrays, 3, 2)["x"]) == 3
+
+
+def test_training_data_cache_is_reused_and_rebuilt_when_data_change(
+    data_dir, tmp_path, capsys):
+  local = tmp_path / "data"
+  (local / "finetuning_data").mkdir(parents=True)
+  os.symlink(data_dir / "vocab.txt", local / "vocab.txt")
+  rte = local / "finetuning_data" / "rte"
+  rte.mkdir()
+  for split in ("train", "dev"):
+    (rte / f"{split}.tsv").write_bytes(
+        (data_dir / "finetuning_data" / "rte" / f"{split}.tsv").read_bytes())
+  config = tiny_config(local, tmp_path / "model", ["rte"])
+  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
+  first = runner.training_data(config, tasks)
+  second = runner.training_data(config, tasks)
+  assert "Using the featurized training data" in capsys.readouterr().out
+  assert sorted(os.listdir(config.preprocessed_data_dir)) == [
+      "rte_train.json", "rte_train.npz"]
+  for key in first.arrays:
+    np.testing.assert_array_equal(first.arrays[key], second.arrays[key])
+  np.testing.assert_array_equal(first.groups, np.arange(24))
+  lines = (rte / "train.tsv").read_text().splitlines()
+  (rte / "train.tsv").write_text("\n".join(lines[:11]) + "\n")
+  third = runner.training_data(config, tasks)
+  assert "rebuilding it" in capsys.readouterr().out
+  assert len(third) == 10
+
+
+def test_layerwise_learning_rates_of_the_finetuning_model(data_dir, tmp_path):
+  n_layers = 3
+  config = tiny_config(data_dir, tmp_path, ["rte", "squadv1"],
+                       model_hparam_overrides={"hidden_size": 32,
+                                               "num_hidden_layers": n_layers,
+                                               "num_attention_heads": 2},
+                       weight_decay_rate=0.0)
+  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
+  num_train_steps = 100
+  job = runner.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
+                        1, num_train_steps)
+  variables = job.model.trainable_variables
+  before = [v.numpy() for v in variables]
+  job.optimizer.apply_gradients([(tf.ones_like(v), v) for v in variables])
+
+  # Gradients of ones clipped to global norm 1; first Adam step without bias
+  # correction; warm-up over 100 * 0.1 steps, linear decay over 100.
+  g = 1.0 / np.sqrt(sum(v.shape.num_elements() for v in variables))
+  update = 0.1 * g / (np.sqrt(0.001 * g * g) + 1e-6)
+  lr_1 = 1e-4 * (1 - 1 / num_train_steps) * (1 / (num_train_steps * 0.1))
+  seen = set()
+  for variable, old in zip(variables, before):
+    name = variable.name
+    if name.startswith(("electra/embeddings/", "electra/embeddings_project/")):
+      depth = 0
+    elif name.startswith("electra/encoder/layer_"):
+      depth = int(name.split("/")[2].split("_")[1]) + 1
+    else:
+      assert name.startswith("task_specific/"), name
+      depth = n_layers + 2
+    seen.add(depth)
+    rate = lr_1 * 0.8 ** (n_layers + 2 - depth)
+    np.testing.assert_allclose(old - variable.numpy(), rate * update, rtol=2e-3,
+                               atol=1e-10, err_msg=name)
+  assert seen == {0, 1, 2, 3, n_layers + 2}
+
+
+FIXTURE_HPARAMS = {"model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 2,
+                                              "num_attention_heads": 4},
+                   "embedding_size": 16, "max_seq_length": 32}
+
+
+def test_encoder_starts_from_a_converted_google_checkpoint(
+    official_debug_fixture, data_dir, tmp_path, capsys):
+  official = official_debug_fixture / "model.ckpt"
+  hparams = json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
+  assert convert.main([f"--official_checkpoint={official}",
+                       f"--hparams={json.dumps(hparams)}",
+                       f"--output_dir={tmp_path / 'converted'}"]) == 0
+  config = FinetuningConfig.create(
+      FIXTURE_HPARAMS, task_names=["rte"], data_dir=str(data_dir),
+      model_dir=str(tmp_path / "model"), init_checkpoint=str(tmp_path / "converted"))
+  prefix = runner.initial_checkpoint(config, explicit=True)
+  assert prefix == str(tmp_path / "converted" / "model.ckpt")
+  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
+  job = runner.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
+                        1, None)
+  random_init = {v.name: v.numpy() for v in job.model.variables}
+  job.initialize(prefix)
+  assert "Initialised the encoder from" in capsys.readouterr().out
+  reader = tf.train.load_checkpoint(str(official))
+  encoder_names = {v.name for v in job.model.encoder.variables}
+  assert len(encoder_names) == 2 + 3 + 2 + 2 * 16  # embeddings, project, layers
+  for variable in job.model.variables:
+    if variable.name in encoder_names:
+      expected = reader.get_tensor(variable.name[:-2])
+      np.testing.assert_array_equal(variable.numpy(), expected)
+      assert not np.array_equal(random_init[variable.name], expected)
+    else:  # the head starts fresh
+      np.testing.assert_array_equal(variable.numpy(), random_init[variable.name])
+
+  # Without --init_checkpoint: the official default place, else random init.
+  empty = tmp_path / "empty_data_dir"
+  default = FinetuningConfig.create(FIXTURE_HPARAMS, task_names=["rte"],
+                                    data_dir=str(empty))
+  assert runner.initial_checkpoint(default, explicit=False) is None
+  (empty / "models").mkdir(parents=True)
+  os.rename(tmp_path / "converted", empty / "models" / "electra")
+  assert runner.initial_checkpoint(default, explicit=False) == str(
+      empty / "models" / "electra" / "model.ckpt")
+  with pytest.raises(checkpoints.CheckpointError, match="not found"):
+    runner.initial_checkpoint(config, explicit=True)
+  # Another architecture is refused naming the variable and both shapes.
+  other = FinetuningConfig.create(dict(FIXTURE_HPARAMS, embedding_size=8),
+                                  task_names=["rte"], data_dir=str(data_dir))
+  job = runner.TrialJob(other, task_builder.get_tasks(other, runner.load_tokenizer(other)),
+                        tf.distribute.OneDeviceStrategy("/cpu:0"), 1, None)
+  with pytest.raises(checkpoints.CheckpointError, match=r"shape \[30522, 16\] there"):
+    job.initialize(str(official))
+
+
+# ------------------------------------------------------------------- CLI
+def run_cli(args, cwd):
+  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, str(REPO_ROOT / "run_finetuning.py")] + args,
+                        cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_path):
+  local = tmp_path / "data"
+  rte = local / "finetuning_data" / "rte"
+  rte.mkdir(parents=True)
+  (local / "vocab.txt").symlink_to(data_dir / "vocab.txt")
+  (rte / "dev.tsv").write_bytes((data_dir / "finetuning_data/rte/dev.tsv").read_bytes())
+  lines = (data_dir / "finetuning_data/rte/train.tsv").read_text().splitlines()
+  lines[4] = "4\tonly one sentence"
+  (rte / "train.tsv").write_text("\n".join(lines) + "\n")
+  before = sorted(str(p) for p in tmp_path.rglob("*"))
+  result = run_cli(["--data_dir", str(local), "--task_names=rte",
+                    f"--model_dir={tmp_path / 'model'}",
+                    f"--export_dir={tmp_path / 'export'}",
+                    f"--hparams={json.dumps(TINY)}"], tmp_path)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"run_finetuning.py: error: {rte / 'train.tsv'}:5: expected at least 3 "
+      "tab-separated columns, found 2")
+  assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task_names=rte", '--hparams={"learning_rat": 0.1}'],
+     "Unknown hparam 'learning_rat'"),
+    (["--task_names=rte", '--hparams={"num_train_epochs": "3"}'],
+     "hparam num_train_epochs: expected float, got str '3'"),
+    (["--task_names=mnli,bogus"], "unknown task 'bogus'"),
+])
+def test_cli_bad_hparams_and_flags(tmp_path, args, message):
+  result = run_cli([f"--data_dir={tmp_path}"] + args, tmp_path)
+  assert result.returncode == 2
+  assert result.stderr.strip() == f"run_finetuning.py: error: {message}" or (
+      message in result.stderr and len(result.stderr.strip().splitlines()) == 1)
+  assert os.listdir(tmp_path) == []
+
+
+MIRRORED_CHECK = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from electra_tf.finetune import runner, task_builder
+    from electra_tf.finetune.config import FinetuningConfig
+    data_dir, out_dir, hparams = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+    weights, predictions = {}, {}
+    for name, strategy in [
+        ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")),
+        ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
+      config = FinetuningConfig.create(hparams, task_names=["rte", "sts"],
+                                       data_dir=data_dir, model_dir=f"{out_dir}/{name}")
+      tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
+      data = runner.training_data(config, tasks)
+      job = runner.TrialJob(config, tasks, strategy, 1, config.num_train_steps(len(data)))
+      for layer in job.model.submodules:  # no dropout: comparable updates
+        if isinstance(layer, keras.layers.Dropout):
+          layer.rate = 0.0
+      job.initialize(None)
+      job.train(data)
+      weights[name] = [v.numpy() for v in job.model.trainable_variables]
+      predictions[name] = job.predict(runner.read_split(tasks[1], "dev"), 16)
+    assert strategy.num_replicas_in_sync == 2
+    for a, b in zip(weights["one_device"], weights["mirrored"]):
+      np.testing.assert_allclose(a, b, atol=2e-5)
+    np.testing.assert_allclose(predictions["one_device"]["predictions"],
+                               predictions["mirrored"]["predictions"], atol=1e-4)
+    print("steps", int(job.optimizer.iterations.numpy()))
+""")
+
+
+def test_mirrored_on_two_replicas_matches_one_device(data_dir, tmp_path):
+  hparams = dict(TINY, use_tfrecords_if_existing=False, train_batch_size=8)
+  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run(
+      [sys.executable, "-c", MIRRORED_CHECK, str(data_dir), str(tmp_path),
+       repr(hparams)], env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "steps 9" in result.stdout  # (24 + 48) / 8 steps of one epoch
+
+
+def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
+  local = tmp_path / "data"
+  rte = local / "finetuning_data" / "rte"
+  rte.mkdir(parents=True)
+  (local / "vocab.txt").symlink_to(data_dir / "vocab.txt")
+  for split in ("train", "dev"):
+    (rte / f"{split}.tsv").write_bytes(
+        (data_dir / "finetuning_data" / "rte" / f"{split}.tsv").read_bytes())
+  test_rows = ["\t".join(row[:3]) for row in read_tsv(rte / "dev.tsv")[:9]]
+  (rte / "test.tsv").write_text("\n".join(test_rows) + "\n")  # no label column
+  config = tiny_config(local, tmp_path / "model", ["rte"], num_trials=2,
+                       num_train_epochs=2.0, keep_all_models=False,
+                       write_test_outputs=True, n_writes_test=1)
+  results = runner.run(config, strategy_name="one_device",
+                       explicit_init_checkpoint=False)
+  assert len(results) == 2 and results[0] != results[1]  # other seeds
+  assert not os.path.exists(runner.trial_dir(config, 1))  # not kept
+  assert tf.train.latest_checkpoint(runner.trial_dir(config, 2)).endswith("ckpt-4")
+  results_dir = pathlib.Path(config.results_dir)
+  for trial in (1, 2):
+    metrics = json.loads((results_dir / f"trial_{trial}" / "rte_dev_metrics.json")
+                         .read_text())
+    assert metrics["trial"] == trial
+    assert metrics["accuracy"] == pytest.approx(results[trial - 1]["rte"]["accuracy"])
+  assert json.loads((results_dir / "rte_dev_metrics.json").read_text())["trial"] == 2
+  # test predictions for the first n_writes_test trials only
+  rows = read_tsv(results_dir / "trial_1" / "rte_test_predictions.tsv")
+  assert rows[0] == ["index", "prediction"] and len(rows) == 9
+  assert {r[1] for r in rows[1:]} <= {"entailment", "not_entailment"}
+  assert not (results_dir / "trial_2" / "rte_test_predictions.tsv").exists()
+  assert (results_dir / "rte_test_predictions.tsv").read_text() == (
+      results_dir / "trial_1" / "rte_test_predictions.tsv").read_text()
+  assert len(pathlib.Path(config.results_txt).read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("hparams, strategy, message", [
+    ({"tpu_zone": "us-central1-a"}, "auto", "hparam tpu_zone: not supported"),
+    ({"use_tpu": True}, "one_device", "use_tpu=true contradicts --strategy=one_device"),
+    ({"use_tpu": True}, "auto", "--strategy=tpu needs --tpu"),
+])
+def test_tpu_hparams_map_onto_the_strategy_or_fail_clearly(hparams, strategy, message):
+  config = FinetuningConfig.create(hparams, task_names=["rte"], data_dir="/nonexistent")
+  with pytest.raises(ValueError, match=message):
+    runner.create_strategy(config, strategy, None)
