@@ -56,19 +56,19 @@ from electra_tf.tokenization import DataError
 
 OUTPUT_PREFIX = "pretrain_data.tfrecord"
 _OUTPUT_NAME = re.compile(re.escape(OUTPUT_PREFIX) + r"-\d+-of-\d+")
-SINGLE_SEGMENT_PROB = 0.1  # official: "as in classification tasks"
-SHORT_TARGET_PROB = 0.05  # official: random-length instead of max_length
+SINGLE_SEGMENT_PROB = 0.1  # forced one-segment examples, like single-text tasks
+SHORT_TARGET_PROB = 0.05  # the next example aims at a random shorter length
 MIN_SHORT_TARGET = 5
 TOKENIZERS = ("fast", "reference")
 _CHUNK_LINES = 4096  # lines tokenized per tensorflow-text call
 _PROGRESS_EVERY_S = 20.0
 
-Example = Tuple[List[int], List[int], List[int]]  # input_ids, input_mask, segment_ids
+PackedExample = Tuple[List[int], List[int], List[int]]  # input_ids, input_mask, segment_ids
 
 
 # --------------------------------------------------------------- examples
 def pack_example(first_segment: Sequence[int], second_segment: Sequence[int],
-                 cls_id: int, sep_id: int, max_length: int) -> Example:
+                 cls_id: int, sep_id: int, max_length: int) -> PackedExample:
   """[CLS] A [SEP] (B [SEP]) with its mask and segment ids, zero-padded."""
   input_ids = [cls_id, *first_segment, sep_id]
   segment_ids = [0] * len(input_ids)
@@ -111,7 +111,7 @@ class ExampleEncoder:
     return tag + (self._varints[size] if size < len(self._varints)
                   else _varint(size)) + payload
 
-  def encode(self, example: Example) -> bytes:
+  def encode(self, example: PackedExample) -> bytes:
     input_ids, input_mask, segment_ids = example
     entries = []
     # input_mask and segment_ids hold 0/1: each value is its own varint byte.
@@ -147,7 +147,7 @@ class ExampleBuilder:
     self._length = 0
     self._target_length = max_length
 
-  def add_line(self, token_ids: List[int]) -> Optional[Example]:
+  def add_line(self, token_ids: List[int]) -> Optional[PackedExample]:
     """Adds a line's tokens; returns an example once the target is reached."""
     self._lines.append(token_ids)
     self._length += len(token_ids)
@@ -155,13 +155,13 @@ class ExampleBuilder:
       return self._create_example()
     return None
 
-  def end_document(self) -> Optional[Example]:
+  def end_document(self) -> Optional[PackedExample]:
     """Flushes the lines of a finished document into an example, if any."""
     if self._length:
       return self._create_example()
     return None
 
-  def _create_example(self) -> Example:
+  def _create_example(self) -> PackedExample:
     rng = self._rng
     if rng.random() < SINGLE_SEGMENT_PROB:
       first_target = sys.maxsize  # everything goes to segment A
@@ -315,7 +315,7 @@ def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
   writers = [tf.io.TFRecordWriter(_temp_path(options, i))
              for i in range(options.num_out_files) if i % num_jobs == job_id]
 
-  def write(example: Optional[Example]) -> None:
+  def write(example: Optional[PackedExample]) -> None:
     if example is None:
       return
     writers[stats["examples"] % len(writers)].write(encoder.encode(example))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from google.protobuf.message import DecodeError
 import tensorflow as tf
 
 from electra_tf.tokenization import DataError, SpecialIds
@@ -67,7 +68,7 @@ def record_length(files: List[str]) -> int:
       continue
     try:
       features = tf.train.Example.FromString(first.numpy()).features.feature
-    except Exception:  # pylint: disable=broad-except  (protobuf DecodeError)
+    except DecodeError:
       raise DataError(f"TFRecord file {path}: first record is not a tf.train.Example") from None
     missing = [n for n in FEATURE_NAMES if not features[n].int64_list.value]
     if missing:

@@ -14,11 +14,14 @@ Pipeline (identical in both tokenizers):
 
 `FullTokenizer` is the pure-Python reference (`tokenize(text) -> [str]`),
 for code that needs word pieces of single texts. `FastTokenizer` runs the
-same pipeline with tensorflow-text on batches of lines and returns ids
-(`tokenize_to_ids([line, ...]) -> [[id, ...], ...]`), for bulk work; it uses
-character tables taken from Python's `unicodedata`, so both tokenizers see the
-same Unicode version, and it hands the rare lines that need context-dependent
+same pipeline with tensorflow-text on batches of lines, string [B] -> ragged
+int64 ids [B, (tokens)], returned as `tokenize_to_ids([line, ...]) ->
+[[id, ...], ...]`, for bulk work. Its character classes and lower-case table
+are taken from Python's `unicodedata`, so both tokenizers see the same
+Unicode version, and it hands the rare lines that need context-dependent
 lower-casing (capital sigma, dotted capital I) to the reference.
+`FastBasicTokenizer.split_words` is steps 1-4 alone: string [B] -> ragged
+words [B, (words)].
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import unicodedata
 from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
@@ -269,7 +274,6 @@ class FastBasicTokenizer:
     self._tables = _unicode_tables()
 
   def _lower_case(self, text):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     # ASCII lines (most) by the byte-wise op, the others through the table.
     is_ascii = tf.cast(tf.strings.regex_full_match(text, r"[\x00-\x7f]*"), tf.int32)
     other, ascii_text = tf.dynamic_partition(text, is_ascii, 2)
@@ -282,8 +286,6 @@ class FastBasicTokenizer:
         [tf.strings.unicode_encode(lowered, "UTF-8"), tf.strings.lower(ascii_text)])
 
   def split_words(self, lines):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
     tables = self._tables
     text = tf.strings.regex_replace(lines, tables["drop"], "")
     text = tf.strings.regex_replace(text, tables["space"], " ")
@@ -303,8 +305,6 @@ class FastTokenizer:
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True,
                strip_accents: bool = True):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
     self.reference = FullTokenizer(vocab_file, do_lower_case, strip_accents)
     self.vocab = self.reference.vocab
     if UNK_TOKEN not in self.vocab:

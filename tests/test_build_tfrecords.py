@@ -4,13 +4,11 @@ fast/reference tokenizer equivalence, inputs, errors and interruption."""
 import gzip
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -197,12 +197,27 @@ def write_records(path, features_list):
           for name, values in features.items()})).SerializeToString())
 
 
+def test_reads_records_serialized_as_the_official_script_does(special, tmp_path):
+  rng = np.random.default_rng(0)
+  features = []
+  for n in rng.integers(3, S, size=50):
+    ids = [special.cls_id] + rng.integers(1000, 30000, n - 2).tolist() + [special.sep_id]
+    features.append({"input_ids": ids + [0] * (S - n), "input_mask": [1] * n + [0] * (S - n),
+                     "segment_ids": [0] * S})
+  write_records(tmp_path / "pretrain_data.tfrecord-0-of-1", features)  # map order as it comes
+  got = collect(dataset(tmp_path, special))
+  np.testing.assert_array_equal(originals(got), [f["input_ids"] for f in features])
+  np.testing.assert_array_equal(got["input_mask"], [f["input_mask"] for f in features])
+
+
 def test_errors_name_the_pattern_or_file(records_dir, tmp_path):
   good = pattern(records_dir)
   write_records(tmp_path / "short.tfrecord", [{"input_ids": [1] * 8, "input_mask": [1] * 8,
                                               "segment_ids": [0] * 8}])
   write_records(tmp_path / "partial.tfrecord", [{"input_ids": [1] * S}])
   (tmp_path / "text.tfrecord").write_text("not a record file\n")
+  with tf.io.TFRecordWriter(str(tmp_path / "garbage.tfrecord")) as writer:
+    writer.write(b"\xff\xff not a proto")
   write_records(tmp_path / "empty.tfrecord", [])
   cases = [
       (f"{tmp_path}/none*", rf"pattern {tmp_path}/none\* matches no file"),
@@ -212,6 +227,7 @@ def test_errors_name_the_pattern_or_file(records_dir, tmp_path):
       (f"{tmp_path}/partial.tfrecord",
        r"partial.tfrecord: missing int64 feature\(s\) input_mask, segment_ids"),
       (f"{tmp_path}/text.tfrecord", r"text.tfrecord: unreadable"),
+      (f"{tmp_path}/garbage.tfrecord", r"garbage.tfrecord: first record is not a tf.train"),
       (f"{tmp_path}/empty.tfrecord", r"hold no record"),
   ]
   for file_patterns, message in cases:
