@@ -364,7 +364,10 @@ class TrialJob:
     """Head outputs for every feature row of `data`, in row order."""
     n_rows = len(data.features)
     arrays = pad_rows(data.features.arrays, batch_size, data.task.task_id)
-    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    # Padded to whole batches: dropping the remainder drops nothing and gives
+    # the static batch shape TPUs need.
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(
+        batch_size, drop_remainder=True)
     predict_step = self._predict_step(data.task.name)
     parts = collections.defaultdict(list)
     for batch in self.strategy.experimental_distribute_dataset(dataset):
@@ -495,8 +498,9 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
   if export_dir:
     _check_export_dirs(tasks, export_dir)
   has_record = check_model_dir(config)
-  if not config.do_train:
-    for trial in range(1, config.num_trials + 1):
+  if not config.do_train:  # evaluate every trial, or export the last one
+    first = 1 if config.do_eval else config.num_trials
+    for trial in range(first, config.num_trials + 1):
       if not tf.train.latest_checkpoint(trial_dir(config, trial)):
         raise ConfigError(f"do_train=false: {trial_dir(config, trial)} holds no "
                           "checkpoint to evaluate or export")
