@@ -172,7 +172,7 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
   of exactly `batch_size`. The official pipeline reads files in a "sloppy"
   order; here the order follows `seed`, so a seeded run is reproducible.
   Evaluation: one pass over the files in sorted order, the last batch may
-  be smaller. Masks are drawn per batch from (seed, pipeline, batch index).
+  be smaller. Masks are drawn per example from (seed, pipeline, example index).
   Several input pipelines (`input_context`) read disjoint files, or disjoint
   records when there are fewer files than pipelines.
   """
@@ -199,16 +199,20 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
     dataset = dataset.shuffle(_TRAIN_SHUFFLE_BUFFER, seed=seed)
   dataset = dataset.map(lambda record: decode_record(record, max_seq_length),
                         num_parallel_calls=tf.data.AUTOTUNE)
-  dataset = dataset.batch(batch_size, drop_remainder=is_training)
 
-  # One stateless mask stream per (pipeline, train/eval): no two batches share a seed.
+  # One stateless mask stream per (pipeline, train/eval), and one seed per
+  # example within it: an example's mask does not depend on the batch size,
+  # so a global batch split over replicas is masked as on one device.
   num_streams = 2 * num_pipelines
   stream = 2 * pipeline_id + int(is_training)
 
-  def mask(index, batch):
-    batch_seed = tf.stack([tf.constant(seed, tf.int64), index * num_streams + stream])
-    return mask_batch(batch, max_predictions_per_seq=max_predictions_per_seq,
-                      mask_prob=mask_prob, special=special, seed=batch_seed)
+  def mask(index, example):
+    example_seed = tf.stack([tf.constant(seed, tf.int64), index * num_streams + stream])
+    masked = mask_batch({k: v[tf.newaxis] for k, v in example.items()},
+                        max_predictions_per_seq=max_predictions_per_seq,
+                        mask_prob=mask_prob, special=special, seed=example_seed)
+    return {k: v[0] for k, v in masked.items()}
 
   dataset = dataset.enumerate().map(mask, num_parallel_calls=tf.data.AUTOTUNE)
+  dataset = dataset.batch(batch_size, drop_remainder=is_training)
   return dataset.prefetch(tf.data.AUTOTUNE)

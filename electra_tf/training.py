@@ -1,0 +1,346 @@
+"""The pre-training job: distributed input, the train step, the loop,
+checkpoints and resume, logs and TensorBoard, evaluation, export.
+
+One loop serves every tf.distribute strategy.  The global batch
+`train_batch_size` is split over replicas; each worker reads its own shard
+of the TFRecords (`distribute_datasets_from_function`).
+
+Losses across replicas: every replica divides its summed MLM and
+discriminator losses by the GLOBAL sums of masked_lm_weights and input_mask
+(an all-reduce), so the summed replica gradients are exactly the gradient of
+the official loss computed on the whole global batch on one device.  On one
+device this is the official loss itself.
+
+Generator sampling noise is drawn per example from a stateless seed
+(seed, global step, global example index), so a run is reproducible and a
+MirroredStrategy run sees the same noise as a one-device run on the same
+global batch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf import checkpoints
+from electra_tf import distribution
+from electra_tf import fileio
+from electra_tf import export as export_lib
+from electra_tf import metrics as metrics_lib
+from electra_tf import optimization
+from electra_tf import pretrain_data
+from electra_tf import tokenization
+from electra_tf.config import PretrainingConfig
+from electra_tf.modeling.pretrainer import ElectraPretrainer
+
+CHECKPOINT_PREFIX = "ckpt"
+
+
+class TrainingError(ValueError):
+  """The run cannot go on (non-finite loss, unusable model_dir); one line."""
+
+
+def format_duration(seconds: float) -> str:
+  seconds = int(round(max(seconds, 0)))
+  hours, rest = divmod(seconds, 3600)
+  minutes, secs = divmod(rest, 60)
+  return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class ProgressLog:
+  """The official ETAHook's line and more: step/total, %, steps/s, seq/s, ETA."""
+
+  def __init__(self, total_steps: int, batch_size: int, start_step: int):
+    self._total = total_steps
+    self._batch = batch_size
+    self._start_step = start_step
+    self._start_time = time.time()
+    self._last_step = start_step
+    self._last_time = self._start_time
+
+  def line(self, step: int, values: Dict[str, float]) -> str:
+    now = time.time()
+    recent_sps = (step - self._last_step) / max(now - self._last_time, 1e-9)
+    overall_sps = (step - self._start_step) / max(now - self._start_time, 1e-9)
+    self._last_step, self._last_time = step, now
+    eta = (self._total - step) / overall_sps if overall_sps > 0 else float("inf")
+    parts = [f"step {step}/{self._total} = {100.0 * step / self._total:.1f}%",
+             f"{recent_sps:.2f} steps/s", f"{recent_sps * self._batch:.1f} seq/s",
+             f"elapsed {format_duration(now - self._start_time)}",
+             f"ETA {format_duration(eta) if math.isfinite(eta) else '?'}"]
+    parts += [f"{name} {value:.4g}" for name, value in values.items()]
+    return " - ".join(parts)
+
+
+def _log(message: str) -> None:
+  print(message, flush=True)
+
+
+class Pretrainer:
+  """Model and optimizer for one PretrainingConfig, built under a strategy.
+
+  `train()` / `evaluate()` read the TFRecords of the config; `train_step` is
+  the per-replica step, also driven by the benchmark on synthetic batches.
+  """
+
+  def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
+    self.config = config
+    self.strategy = strategy
+    with strategy.scope():
+      self.model = ElectraPretrainer(config)
+      self.optimizer = optimization.create_optimizer(
+          learning_rate=config.learning_rate,
+          num_train_steps=config.num_train_steps,
+          num_warmup_steps=config.num_warmup_steps,
+          weight_decay_rate=config.weight_decay_rate,
+          lr_decay_power=config.lr_decay_power)
+      self.optimizer.build(self.model.trainable_variables)
+
+  # --------------------------------------------------------------- data
+  def _dataset(self, is_training: bool) -> tf.distribute.DistributedDataset:
+    config = self.config
+    special = special_ids_for(config)
+    global_batch = config.train_batch_size if is_training else config.eval_batch_size
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+      return pretrain_data.get_dataset(
+          config.pretrain_tfrecords,
+          batch_size=context.get_per_replica_batch_size(global_batch),
+          max_seq_length=config.max_seq_length,
+          max_predictions_per_seq=config.max_predictions_per_seq,
+          mask_prob=config.mask_prob, special=special,
+          is_training=is_training, seed=config.seed, input_context=context)
+
+    return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+  # --------------------------------------------------------------- steps
+  def _replica_outputs(self, batch, step, global_batch: int, training: bool):
+    """Runs the model on one replica's batch with per-example sampling seeds."""
+    context = tf.distribute.get_replica_context()
+    local_batch = tf.shape(batch["input_ids"])[0]
+    first_row = tf.cast(context.replica_id_in_sync_group * local_batch, tf.int64)
+    rows = first_row + tf.range(tf.cast(local_batch, tf.int64), dtype=tf.int64)
+    sample_seeds = tf.stack(
+        [tf.fill(tf.shape(rows), tf.constant(self.config.seed, tf.int64)),
+         tf.cast(step, tf.int64) * global_batch + rows], axis=1)  # [B, 2]
+    # Global denominators of the two losses (see the module docstring).
+    weight_sums = context.all_reduce(
+        tf.distribute.ReduceOp.SUM,
+        tf.stack([tf.reduce_sum(batch["masked_lm_weights"]),
+                  tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))]))
+    return self.model(batch, training=training, sample_seed=sample_seeds,
+                      loss_denominators=weight_sums)
+
+  def train_step(self, batch):
+    step = self.optimizer.iterations
+    with tf.GradientTape() as tape:
+      outputs = self._replica_outputs(batch, step, self.config.train_batch_size,
+                                      training=True)
+      # Replica losses are already global-normalised: summing gradients over
+      # replicas (what apply_gradients does) gives the global-batch gradient.
+      loss = outputs["total_loss"]
+    variables = self.model.trainable_variables
+    grads = tape.gradient(loss, variables)
+    self.optimizer.apply_gradients(zip(grads, variables))
+    return {name: outputs[key] for name, key in self._loss_keys}
+
+  @property
+  def _loss_keys(self):
+    """(logged name, model output key) of the losses this objective has."""
+    keys = [("loss", "total_loss"), ("mlm_loss", "mlm_loss")]
+    if self.config.electra_objective:
+      keys.append(("disc_loss", "disc_loss"))
+    return keys
+
+  def _make_train_loop(self):
+    strategy = self.strategy
+
+    @tf.function
+    def train_loop(iterator, num_steps):
+      losses = {name: 0.0 for name, _ in self._loss_keys}
+      for _ in tf.range(num_steps):
+        per_replica = strategy.run(self.train_step, args=(next(iterator),))
+        # Each replica holds the global loss already; SUM of the replica
+        # numerators over the global denominators is the global loss.
+        losses = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                  for k, v in per_replica.items()}
+      return losses
+
+    return train_loop
+
+  # --------------------------------------------------------------- train
+  def train(self, init_checkpoint: Optional[str] = None) -> int:
+    """Trains to num_train_steps, resuming from model_dir; returns the step."""
+    config, strategy = self.config, self.strategy
+    chief = distribution.is_chief(strategy)
+    checkpoint_dir = distribution.worker_dir(config.model_dir, strategy)
+    train_iterator = iter(self._dataset(is_training=True))
+    checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, checkpoint_dir, max_to_keep=config.keep_checkpoint_max,
+        checkpoint_name=CHECKPOINT_PREFIX, step_counter=self.optimizer.iterations)
+    if manager.latest_checkpoint:
+      checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+      _log(f"Resumed from {manager.latest_checkpoint} at step "
+           f"{int(self.optimizer.iterations.numpy())}")
+    elif init_checkpoint:
+      checkpoints.restore_from_checkpoint(self.model, init_checkpoint,
+                                          allow_unused=False)
+      _log(f"Initialised the model from {init_checkpoint}")
+
+    step = int(self.optimizer.iterations.numpy())
+    writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train")) \
+        if chief else tf.summary.create_noop_writer()
+    progress = ProgressLog(config.num_train_steps, config.train_batch_size, step)
+    train_loop = self._make_train_loop()
+    _log(f"Training {type(self.model).__name__} on {strategy.num_replicas_in_sync} "
+         f"replica(s) ({type(strategy).__name__}), global batch "
+         f"{config.train_batch_size}, {config.num_train_steps} steps")
+    while step < config.num_train_steps:
+      boundary = min(_next_multiple(step, config.log_every),
+                     _next_multiple(step, config.save_checkpoints_steps),
+                     step + config.iterations_per_loop, config.num_train_steps)
+      losses = train_loop(train_iterator, tf.constant(boundary - step))
+      step = int(self.optimizer.iterations.numpy())
+      values = {k: float(v.numpy()) for k, v in losses.items()}
+      if not all(math.isfinite(v) for v in values.values()):
+        raise TrainingError(
+            f"non-finite loss at step {step} ({values}); the last good checkpoint "
+            f"{manager.latest_checkpoint} stays the latest")
+      values["lr"] = float(self.optimizer.current_learning_rate())
+      if step % config.log_every == 0 or step == config.num_train_steps:
+        _log(progress.line(step, values))
+        with writer.as_default(step=step):
+          for name, value in values.items():
+            tf.summary.scalar(name, value)
+      if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+        manager.save(checkpoint_number=step)
+    writer.flush()
+    if not chief:
+      shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    return step
+
+  # --------------------------------------------------------------- eval
+  def evaluate(self) -> Dict[str, float]:
+    """Official eval metrics over num_eval_steps batches of the latest checkpoint."""
+    config, strategy = self.config, self.strategy
+    latest = tf.train.latest_checkpoint(config.model_dir)
+    if latest is None:
+      raise TrainingError(f"--do_eval: no checkpoint in model_dir {config.model_dir}")
+    tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
+    global_step = int(latest.rsplit("-", 1)[1])  # CheckpointManager's ckpt-<step>
+
+    @tf.function
+    def eval_step(batch):
+      outputs = self._replica_outputs(batch, tf.constant(0, tf.int64),
+                                      config.eval_batch_size, training=False)
+      return outputs, batch
+
+    accumulator = metrics_lib.PretrainingMetrics(config.electra_objective, config.disc_weight)
+    iterator = iter(self._dataset(is_training=False))
+    for _ in range(config.num_eval_steps):
+      try:
+        batch = next(iterator)
+      except StopIteration:
+        break
+      outputs, batch = strategy.run(eval_step, args=(batch,))
+      for replica_outputs, replica_batch in zip(
+          strategy.experimental_local_results(outputs),
+          strategy.experimental_local_results(batch)):
+        accumulator.update({k: v.numpy() for k, v in replica_outputs.items()},
+                           {k: v.numpy() for k, v in replica_batch.items()})
+    results = dict(accumulator.result())
+    results["global_step"] = global_step
+    if distribution.is_chief(strategy):
+      write_results(results, config.results_txt, config.results_json)
+    for key in sorted(results):
+      _log(f"  {key} = {results[key]}")
+    return results
+
+
+def special_ids_for(config: PretrainingConfig) -> tokenization.SpecialIds:
+  """The vocab's special ids; its size must equal the hparam vocab_size."""
+  vocab = tokenization.load_vocab(config.vocab_file)
+  if len(vocab) != config.vocab_size:
+    raise TrainingError(
+        f"hparam vocab_size: {config.vocab_size} differs from the {len(vocab)} "
+        f"entries of {config.vocab_file}")
+  return tokenization.special_ids(vocab, config.vocab_file)
+
+
+def _next_multiple(step: int, every: int) -> int:
+  return (step // every + 1) * every
+
+
+def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
+  """Writes eval results as `key = value` lines and as one flat JSON object."""
+  os.makedirs(os.path.dirname(txt_path), exist_ok=True)
+  lines = "".join(f"{key} = {results[key]}\n" for key in sorted(results))
+  fileio.atomic_write_text(txt_path, lines)
+  fileio.atomic_write_text(json_path, json.dumps({k: _plain(v) for k, v in results.items()},
+                                      sort_keys=True) + "\n")
+
+
+def _plain(value):
+  return value.item() if isinstance(value, np.generic) else value
+
+
+
+ARCHITECTURE_KEYS = ("model_size", "vocab_size", "embedding_size", "electra_objective",
+                     "untied_generator", "untied_generator_embeddings",
+                     "uniform_generator", "generator_hidden_size", "generator_layers")
+
+
+def check_model_dir(config: PretrainingConfig) -> None:
+  """Refuses a model_dir written by a different architecture.
+
+  model_dir/electra_config.json records the architecture of the run that
+  created it; a rerun with another model size, vocab size, etc. would mix or
+  fail to restore weights, so it is an error that says what differs.
+  """
+  path = os.path.join(config.model_dir, "electra_config.json")
+  current = {key: getattr(config, key) for key in ARCHITECTURE_KEYS}
+  current["discriminator"] = config.discriminator_config().to_dict()
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      recorded = json.load(f)
+    differences = [f"{key}: {recorded.get(key)!r} there, {value!r} now"
+                   for key, value in current.items() if recorded.get(key) != value]
+    if differences:
+      raise TrainingError(f"model_dir {config.model_dir} holds a run of another "
+                          f"configuration ({'; '.join(differences)}); use another "
+                          "--model_dir or --model_name")
+  else:
+    os.makedirs(config.model_dir, exist_ok=True)
+    fileio.atomic_write_text(path, json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def run(config: PretrainingConfig, *, strategy_name: str = "auto",
+        tpu: Optional[str] = None, init_checkpoint: Optional[str] = None,
+        export_dir: Optional[str] = None) -> Dict[str, float]:
+  """The whole job: validate inputs, train, evaluate, export."""
+  # Validate every input before anything is written to model_dir.
+  special_ids_for(config)
+  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
+  if init_checkpoint:
+    checkpoints.resolve_checkpoint(init_checkpoint)
+  strategy = distribution.create_strategy(strategy_name, tpu)
+  job = Pretrainer(config, strategy)
+  if distribution.is_chief(strategy):
+    check_model_dir(config)
+  results: Dict[str, float] = {}
+  if config.do_train:
+    results["global_step"] = job.train(init_checkpoint)
+  if config.do_eval:
+    results = job.evaluate()
+  if export_dir and distribution.is_chief(strategy):
+    export_lib.export_saved_model(job.model, export_dir)
+    _log(f"Exported the SavedModel to {export_dir}")
+  return results

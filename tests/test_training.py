@@ -1,0 +1,190 @@
+"""The pre-training job: strategies, resume after kill -9, eval results, demo.
+
+Heavy runs happen in subprocesses (logical CPU devices must be configured
+before TensorFlow starts, and kill -9 needs a process).  Everything uses a
+tiny ELECTRA on TFRecords built once from real text with the BERT vocab.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+TINY_HPARAMS = {
+    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
+    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1},
+    "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
+    "eval_batch_size": 8, "num_train_steps": 6, "num_warmup_steps": 2,
+    "save_checkpoints_steps": 3, "num_eval_steps": 3, "log_every": 1,
+}
+
+
+def _env():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+  return env
+
+
+def _run(args, timeout=300, **kwargs):
+  return subprocess.run([sys.executable, *args], cwd=REPO, env=_env(), text=True,
+                        capture_output=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory, corpus_dir, bert_vocab):
+  """TFRecords (max_seq_length 32) from the first part of WikiText-2 valid."""
+  from data_prep import build_tfrecords
+  root = tmp_path_factory.mktemp("tiny_data")
+  corpus = root / "corpus"
+  corpus.mkdir()
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()[:400]
+  (corpus / "wiki.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  build_tfrecords.build_tfrecords(
+      str(corpus), str(bert_vocab), str(root / "pretrain_tfrecords"),
+      max_seq_length=32, num_out_files=2, num_processes=1)
+  (root / "vocab.txt").write_bytes(bert_vocab.read_bytes())
+  return root
+
+
+def _pretrain_args(data_dir, model_dir, hparams=None, extra=()):
+  return ["run_pretraining.py", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
+          "--hparams=" + json.dumps({**TINY_HPARAMS, **(hparams or {})}), *extra]
+
+
+def test_train_eval_resume_and_results(tiny_data, tmp_path):
+  model_dir = tmp_path / "model"
+  run = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train", "--do_eval"]))
+  assert run.returncode == 0, run.stderr[-3000:]
+  log = run.stdout
+  assert "step 6/6 = 100.0%" in log and "steps/s" in log and "seq/s" in log and "ETA" in log
+  assert "lr" in log and "mlm_loss" in log and "disc_loss" in log
+  results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
+  assert results["global_step"] == 6
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy",
+              "disc_loss", "disc_auc", "disc_accuracy", "disc_precision", "disc_recall"):
+    assert np.isfinite(results[key]), key
+  assert 0.0 <= results["disc_auc"] <= 1.0
+  # An untrained MLM over 30522 words: loss near log(30522) = 10.3.
+  assert 8.0 < results["masked_lm_loss"] < 12.0
+  txt = (model_dir / "results" / "unsup_results.txt").read_text()
+  assert "global_step = 6" in txt
+  assert sorted(p.name for p in model_dir.glob("ckpt-*.index")) == ["ckpt-3.index", "ckpt-6.index"]
+  assert list((model_dir / "train").glob("events.out.tfevents.*"))
+  # The same command again resumes at the final step and trains nothing more.
+  rerun = _run(_pretrain_args(tiny_data, model_dir))
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert "Resumed from" in rerun.stdout and "ckpt-6" in rerun.stdout
+
+
+def test_resume_after_kill_9(tiny_data, tmp_path):
+  model_dir = tmp_path / "model"
+  hparams = {"num_train_steps": 40, "save_checkpoints_steps": 5, "log_every": 5}
+  proc = subprocess.Popen([sys.executable, *_pretrain_args(tiny_data, model_dir, hparams)],
+                          cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  deadline = time.time() + 240
+  while time.time() < deadline and not list(model_dir.glob("ckpt-10.index")):
+    time.sleep(0.2)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  assert list(model_dir.glob("ckpt-*.index")), "no checkpoint before the kill"
+  rerun = _run(_pretrain_args(tiny_data, model_dir, hparams))
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  resumed = [line for line in rerun.stdout.splitlines() if line.startswith("Resumed from")]
+  assert resumed and int(resumed[0].rsplit(" ", 1)[1]) >= 10
+  assert "step 40/40 = 100.0%" in rerun.stdout
+  import tensorflow as tf
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-40")
+
+
+_EQUIVALENCE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from electra_tf import config as config_lib, training
+    hparams = json.loads(sys.argv[1])
+    results = {}
+    for name, strategy in [
+        ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")),
+        ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
+      config = config_lib.PretrainingConfig.create(
+          dict(hparams, model_dir=sys.argv[2] + "/" + name), data_dir=sys.argv[3])
+      tf.random.set_seed(0)  # the same initial weights for both runs
+      job = training.Pretrainer(config, strategy)
+      job.train()
+      results[name] = {v.name: v.numpy() for v in job.model.trainable_variables}
+    diffs = [float(np.max(np.abs(results["one_device"][k] - results["mirrored"][k])))
+             for k in results["one_device"]]
+    print("MAXDIFF", max(diffs), len(diffs))
+""")
+
+
+def test_mirrored_equals_one_device(tiny_data, tmp_path):
+  hparams = dict(TINY_HPARAMS, num_train_steps=5, save_checkpoints_steps=5,
+                 model_hparam_overrides={"hidden_size": 32, "num_hidden_layers": 1,
+                                         "hidden_dropout_prob": 0.0,
+                                         "attention_probs_dropout_prob": 0.0})
+  run = _run(["-c", _EQUIVALENCE_SCRIPT, json.dumps(hparams), str(tmp_path), str(tiny_data)])
+  assert run.returncode == 0, run.stderr[-3000:]
+  line = [l for l in run.stdout.splitlines() if l.startswith("MAXDIFF")][0]
+  max_diff, count = float(line.split()[1]), int(line.split()[2])
+  assert count > 20
+  assert max_diff < 1e-5, line
+
+
+def test_multi_worker_mirrored_two_processes(tiny_data, tmp_path):
+  import socket
+  ports = []
+  for _ in range(2):
+    with socket.socket() as s:
+      s.bind(("127.0.0.1", 0))
+      ports.append(s.getsockname()[1])
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  model_dir = tmp_path / "model"
+  procs = []
+  for index in range(2):
+    env = _env()
+    env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    procs.append(subprocess.Popen(
+        [sys.executable, "-c", _MWMS_SCRIPT, json.dumps(dict(TINY_HPARAMS, num_train_steps=4)),
+         str(model_dir), str(tiny_data), str(tmp_path / f"weights_{index}.npz")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  outputs = [p.communicate(timeout=300)[0] for p in procs]
+  for p, out in zip(procs, outputs):
+    assert p.returncode == 0, out[-3000:]
+  w0, w1 = np.load(tmp_path / "weights_0.npz"), np.load(tmp_path / "weights_1.npz")
+  assert sorted(w0.files) == sorted(w1.files) and len(w0.files) > 20
+  for key in w0.files:
+    np.testing.assert_array_equal(w0[key], w1[key])
+  import tensorflow as tf
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
+  assert not (model_dir / ".workers").exists()
+
+
+_MWMS_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    from electra_tf import config as config_lib, training, distribution
+    strategy = distribution.create_strategy("multi_worker_mirrored")
+    config = config_lib.PretrainingConfig.create(
+        dict(json.loads(sys.argv[1]), model_dir=sys.argv[2]), data_dir=sys.argv[3])
+    job = training.Pretrainer(config, strategy)
+    if distribution.is_chief(strategy):
+      training.check_model_dir(config)
+    job.train()
+    np.savez(sys.argv[4], **{v.name: v.numpy() for v in job.model.trainable_variables})
+""")
