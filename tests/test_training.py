@@ -81,9 +81,36 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
   assert sorted(p.name for p in model_dir.glob("ckpt-*.index")) == ["ckpt-3.index", "ckpt-6.index"]
   assert list((model_dir / "train").glob("events.out.tfevents.*"))
   # The same command again resumes at the final step and trains nothing more.
-  rerun = _run(_pretrain_args(tiny_data, model_dir))
+  rerun = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train"]))
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "Resumed from" in rerun.stdout and "ckpt-6" in rerun.stdout
+  # Resuming from step 3 (weights, slots, data stream, sampling seeds) ends
+  # with exactly the weights of the uninterrupted run.  Dropout noise comes
+  # from TensorFlow's stateful generator, which restarts on resume, so the
+  # exact comparison runs without dropout.
+  import shutil
+  import tensorflow as tf
+  no_dropout = {"model_hparam_overrides": dict(TINY_HPARAMS["model_hparam_overrides"],
+                                               hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0)}
+  model_dir = tmp_path / "no_dropout"
+  full_run = _run(_pretrain_args(tiny_data, model_dir, no_dropout))
+  assert full_run.returncode == 0, full_run.stderr[-3000:]
+  resumed_dir = tmp_path / "resumed"
+  shutil.copytree(model_dir, resumed_dir)
+  for path in resumed_dir.glob("ckpt-6.*"):
+    path.unlink()
+  (resumed_dir / "checkpoint").write_text(
+      'model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-3"\n')
+  resumed = _run(_pretrain_args(tiny_data, resumed_dir, no_dropout))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "Resumed from" in resumed.stdout and "at step 3" in resumed.stdout
+  full = tf.train.load_checkpoint(str(model_dir / "ckpt-6"))
+  again = tf.train.load_checkpoint(str(resumed_dir / "ckpt-6"))
+  keys = [k for k in full.get_variable_to_shape_map() if "/.ATTRIBUTES/" in k]
+  assert len(keys) > 40
+  for key in keys:
+    np.testing.assert_array_equal(full.get_tensor(key), again.get_tensor(key), err_msg=key)
 
 
 def test_resume_after_kill_9(tiny_data, tmp_path):
@@ -116,14 +143,19 @@ _EQUIVALENCE_SCRIPT = textwrap.dedent("""
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from electra_tf import config as config_lib, training
     hparams = json.loads(sys.argv[1])
-    results = {}
+    results, initial = {}, None
     for name, strategy in [
         ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")),
         ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
       config = config_lib.PretrainingConfig.create(
           dict(hparams, model_dir=sys.argv[2] + "/" + name), data_dir=sys.argv[3])
-      tf.random.set_seed(0)  # the same initial weights for both runs
       job = training.Pretrainer(config, strategy)
+      # Both runs start from the same weights.
+      if initial is None:
+        initial = [v.numpy() for v in job.model.variables]
+      else:
+        for variable, value in zip(job.model.variables, initial):
+          variable.assign(value)
       job.train()
       results[name] = {v.name: v.numpy() for v in job.model.trainable_variables}
     diffs = [float(np.max(np.abs(results["one_device"][k] - results["mirrored"][k])))
@@ -188,3 +220,25 @@ _MWMS_SCRIPT = textwrap.dedent("""
     job.train()
     np.savez(sys.argv[4], **{v.name: v.numpy() for v in job.model.trainable_variables})
 """)
+
+
+def test_embedded_default_end_to_end(tmp_path):
+  """Quickstart command 1 (shortened): no data flags, nothing downloaded."""
+  hparams = {"save_checkpoints_steps": 15, "log_every": 5, "num_eval_steps": 2,
+             "num_warmup_steps": 3}
+  run = subprocess.run(
+      [sys.executable, str(REPO / "run_pretraining.py"), "--num_train_steps=15",
+       "--hparams=" + json.dumps(hparams)],
+      cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=600)
+  assert run.returncode == 0, run.stderr[-3000:]
+  demo = tmp_path / "electra_demo"
+  vocab = (demo / "vocab.txt").read_text(encoding="utf-8").splitlines()
+  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000
+  assert list((demo / "pretrain_tfrecords").glob("pretrain_data.tfrecord-*-of-4"))
+  mlm_losses = [float(line.split("mlm_loss ")[1].split(" ")[0])
+                for line in run.stdout.splitlines() if line.startswith("step ")]
+  assert len(mlm_losses) == 3 and mlm_losses[-1] < mlm_losses[0]
+  model_dir = demo / "models" / "electra_demo"
+  results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
+  assert results["global_step"] == 15 and results["masked_lm_loss"] > 0
+  assert (model_dir / "export" / "saved_model.pb").exists()
