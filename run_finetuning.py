@@ -58,6 +58,9 @@ flags.DEFINE_boolean("do_train", None, "Train (overrides hparam do_train, "
                      "default true).")
 flags.DEFINE_boolean("do_eval", None, "Evaluate on dev (overrides hparam "
                      "do_eval, default true).")
+flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
+                  "Mixed precision (float16 with dynamic loss scaling); default float32.")
+flags.DEFINE_boolean("jit_compile", False, "XLA-compile the train step.")
 flags.DEFINE_string("export_dir", None, "Write each task's fine-tuned "
                     "classifier as a SavedModel to export_dir/<task>.")
 
@@ -89,7 +92,8 @@ def main(argv):
     runner.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
                explicit_init_checkpoint=bool(FLAGS.init_checkpoint or
                                              hparams.get("init_checkpoint")),
-               export_dir=FLAGS.export_dir)
+               export_dir=FLAGS.export_dir, mixed_precision=FLAGS.mixed_precision,
+               jit_compile=FLAGS.jit_compile)
   return 0
 
 

@@ -45,6 +45,10 @@ flags.DEFINE_string("init_checkpoint", None,
                     "Start from this checkpoint (project or converted Google one) "
                     "when model_dir has none.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel here after training.")
+flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
+                  "Mixed precision (float16 with dynamic loss scaling); overrides "
+                  "the hparam of that name; default float32.")
+flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step (overrides the hparam).")
 
 
 def main(argv):
@@ -64,7 +68,8 @@ def main(argv):
   overrides = {"model_size": FLAGS.model_size, "num_train_steps": FLAGS.num_train_steps,
                "pretrain_tfrecords": FLAGS.pretrain_tfrecords,
                "vocab_file": FLAGS.vocab_file, "model_dir": FLAGS.model_dir,
-               "do_train": do_train, "do_eval": do_eval}
+               "do_train": do_train, "do_eval": do_eval,
+               "mixed_precision": FLAGS.mixed_precision, "jit_compile": FLAGS.jit_compile}
   with cli.one_line_errors():
     if use_demo:
       config = demo.prepare(FLAGS.hparams, overrides, model_name=FLAGS.model_name)

@@ -27,6 +27,8 @@ import os
 from typing import Any, Dict, Mapping, Optional
 
 MODEL_SIZES = ("small", "base", "large")
+# None is float32; the others are tf_keras "mixed_<name>" dtype policies.
+MIXED_PRECISIONS = (None, "bfloat16", "float16")
 
 # hidden size and number of layers per model size (official get_bert_config).
 _SIZE_ARCH = {
@@ -163,6 +165,8 @@ class PretrainingConfig:
   paper_hparams: bool = True  # base/large take the paper's Table 6 settings
   seed: int = 0  # masking, shuffling and initialisation seed
   log_every: int = 10  # training log / TensorBoard interval in steps
+  mixed_precision: Optional[str] = None  # None (float32), "bfloat16" or "float16"
+  jit_compile: bool = False  # XLA-compile the per-replica train step
 
   # derived (not settable)
   max_predictions_per_seq: int = dataclasses.field(default=0, init=False)
@@ -225,6 +229,9 @@ class PretrainingConfig:
     if self.electric_objective or self.two_tower_generator:
       raise ConfigError("hparams electric_objective / two_tower_generator: the "
                         "Electric objective is not implemented in electra-tf")
+    if self.mixed_precision not in MIXED_PRECISIONS:
+      raise ConfigError(f"hparam mixed_precision: {self.mixed_precision!r} is not "
+                        f"one of {', '.join(map(str, MIXED_PRECISIONS))}")
     if self.temperature <= 0:
       raise ConfigError(f"hparam temperature: {self.temperature} must be > 0")
     for name in ("max_seq_length", "train_batch_size", "eval_batch_size",

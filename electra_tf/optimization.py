@@ -19,9 +19,18 @@ left out for names containing `LayerNorm`, `layer_norm` or `bias`, and
 is a scalar float32 schedule of the global step (`learning_rate_at`).  The
 slots `adam_m`/`adam_v` and the step counter `iterations` (int64 scalar) are
 optimizer variables, so `tf.train.Checkpoint(optimizer=...)` saves them.
+
+Mixed precision (`mixed_precision` "bfloat16" / "float16"): `dtype_policy`
+builds layers with float32 variables and 16-bit compute; for float16
+`with_loss_scaling` wraps the optimizer in a dynamic LossScaleOptimizer.  A
+train step then scales the loss (`scale_loss`) and unscales the gradients
+(`unscale_gradients`) before `apply_gradients`, so the replica sum, the
+finiteness check (a step with inf/nan gradients is skipped and the scale
+halved) and the global-norm clipping all see true-scale float32 gradients.
 """
 
-from typing import Any, Dict, Iterable, Mapping, Optional
+import contextlib
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -257,3 +266,49 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
   return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,
                          layerwise_lr_decay=layerwise_lr_decay,
                          n_transformer_layers=n_transformer_layers)
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision: Optional[str]) -> Iterator[None]:
+  """Layers constructed inside get the tf_keras policy "mixed_<mixed_precision>".
+
+  float32 when `mixed_precision` is None; the previous global policy is
+  restored on exit (layers keep the policy they were constructed with).
+  """
+  previous = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy(
+      f"mixed_{mixed_precision}" if mixed_precision else "float32")
+  try:
+    yield
+  finally:
+    keras.mixed_precision.set_global_policy(previous)
+
+
+def with_loss_scaling(optimizer: keras.optimizers.Optimizer,
+                      mixed_precision: Optional[str]) -> keras.optimizers.Optimizer:
+  """float16: the optimizer in a dynamic LossScaleOptimizer; else unchanged."""
+  if mixed_precision == "float16":
+    return keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
+  return optimizer
+
+
+def base_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+  """The optimizer inside a LossScaleOptimizer, or `optimizer` itself."""
+  if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+    return optimizer.inner_optimizer
+  return optimizer
+
+
+def scale_loss(optimizer: keras.optimizers.Optimizer, loss: tf.Tensor) -> tf.Tensor:
+  """The loss times the current loss scale (unchanged without loss scaling)."""
+  if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+    return optimizer.get_scaled_loss(loss)
+  return loss
+
+
+def unscale_gradients(optimizer: keras.optimizers.Optimizer,
+                      gradients: List[Optional[tf.Tensor]]) -> List[Optional[tf.Tensor]]:
+  """Gradients of a `scale_loss` loss back at true scale."""
+  if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+    return optimizer.get_unscaled_gradients(gradients)
+  return gradients

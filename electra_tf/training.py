@@ -93,14 +93,14 @@ class Pretrainer:
   def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
     self.config = config
     self.strategy = strategy
-    with strategy.scope():
+    with strategy.scope(), optimization.dtype_policy(config.mixed_precision):
       self.model = ElectraPretrainer(config)
-      self.optimizer = optimization.create_optimizer(
+      self.optimizer = optimization.with_loss_scaling(optimization.create_optimizer(
           learning_rate=config.learning_rate,
           num_train_steps=config.num_train_steps,
           num_warmup_steps=config.num_warmup_steps,
           weight_decay_rate=config.weight_decay_rate,
-          lr_decay_power=config.lr_decay_power)
+          lr_decay_power=config.lr_decay_power), config.mixed_precision)
       self.optimizer.build(self.model.trainable_variables)
 
   # --------------------------------------------------------------- data
@@ -145,9 +145,9 @@ class Pretrainer:
                                       training=True)
       # Replica losses are already global-normalised: summing gradients over
       # replicas (what apply_gradients does) gives the global-batch gradient.
-      loss = outputs["total_loss"]
+      loss = optimization.scale_loss(self.optimizer, outputs["total_loss"])
     variables = self.model.trainable_variables
-    grads = tape.gradient(loss, variables)
+    grads = optimization.unscale_gradients(self.optimizer, tape.gradient(loss, variables))
     self.optimizer.apply_gradients(zip(grads, variables))
     return {name: outputs[key] for name, key in self._loss_keys}
 
@@ -161,12 +161,14 @@ class Pretrainer:
 
   def _make_train_loop(self):
     strategy = self.strategy
+    step_fn = (tf.function(self.train_step, jit_compile=True)
+               if self.config.jit_compile else self.train_step)
 
     @tf.function
     def train_loop(iterator, num_steps):
       losses = {name: 0.0 for name, _ in self._loss_keys}
       for _ in tf.range(num_steps):
-        per_replica = strategy.run(self.train_step, args=(next(iterator),))
+        per_replica = strategy.run(step_fn, args=(next(iterator),))
         # Each replica holds the global loss already; SUM of the replica
         # numerators over the global denominators is the global loss.
         losses = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
@@ -214,7 +216,8 @@ class Pretrainer:
         raise TrainingError(
             f"non-finite loss at step {step} ({values}); the last good checkpoint "
             f"{manager.latest_checkpoint} stays the latest")
-      values["lr"] = float(self.optimizer.current_learning_rate())
+      values["lr"] = float(
+          optimization.base_optimizer(self.optimizer).current_learning_rate())
       if step % config.log_every == 0 or step == config.num_train_steps:
         _log(progress.line(step, values))
         with writer.as_default(step=step):

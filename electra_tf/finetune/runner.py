@@ -228,7 +228,8 @@ class TrialJob:
 
   def __init__(self, config: FinetuningConfig, tasks: Sequence[Task],
                strategy: tf.distribute.Strategy, trial: int,
-               num_train_steps: Optional[int]):
+               num_train_steps: Optional[int], mixed_precision: Optional[str] = None,
+               jit_compile: bool = False):
     self.config = config
     self.tasks = list(tasks)
     self.strategy = strategy
@@ -236,12 +237,13 @@ class TrialJob:
     self.seed = config.seed + trial - 1
     self.directory = trial_dir(config, trial)
     self.num_train_steps = num_train_steps
+    self.jit_compile = jit_compile
     keras.utils.set_random_seed(self.seed)
-    with strategy.scope():
+    with strategy.scope(), optimization.dtype_policy(mixed_precision):
       self.model = FinetuningModel(config, tasks)
       self.optimizer = None
       if num_train_steps is not None:
-        self.optimizer = optimization.create_optimizer(
+        self.optimizer = optimization.with_loss_scaling(optimization.create_optimizer(
             learning_rate=config.learning_rate,
             num_train_steps=num_train_steps,
             # official: max(num_train_steps * warmup_proportion, warmup_steps=0)
@@ -249,7 +251,8 @@ class TrialJob:
             weight_decay_rate=config.weight_decay_rate,
             layerwise_lr_decay=(config.layerwise_lr_decay
                                 if config.layerwise_lr_decay > 0 else None),
-            n_transformer_layers=self.model.encoder.config.num_hidden_layers)
+            n_transformer_layers=self.model.encoder.config.num_hidden_layers),
+            mixed_precision)
         self.optimizer.build(self.model.trainable_variables)
     tracked = {"model": self.model}
     if self.optimizer is not None:
@@ -295,9 +298,11 @@ class TrialJob:
     with tf.GradientTape() as tape:
       loss = self.model.training_loss(self.model(batch, training=True),
                                       batch["task_id"])
+      scaled_loss = optimization.scale_loss(self.optimizer, loss)
     variables = self.model.trainable_variables
-    self.optimizer.apply_gradients(zip(tape.gradient(loss, variables),
-                                       variables))
+    grads = optimization.unscale_gradients(self.optimizer,
+                                           tape.gradient(scaled_loss, variables))
+    self.optimizer.apply_gradients(zip(grads, variables))
     return loss
 
   def train(self, data: TrainingData) -> int:
@@ -314,11 +319,14 @@ class TrialJob:
     iterator = iter(strategy.experimental_distribute_dataset(
         self._train_dataset(data, skip_batches=step)))
 
+    step_fn = (tf.function(self._train_step, jit_compile=True)
+               if self.jit_compile else self._train_step)
+
     @tf.function
     def train_loop(iterator, num_steps):
       loss = 0.0
       for _ in tf.range(num_steps):
-        per_replica = strategy.run(self._train_step, args=(next(iterator),))
+        per_replica = strategy.run(step_fn, args=(next(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
       return loss
 
@@ -339,7 +347,8 @@ class TrialJob:
                             f"{self.trial}; the latest checkpoint "
                             f"{manager.latest_checkpoint} stays the latest")
       values = {"loss": loss,
-                "lr": float(self.optimizer.current_learning_rate().numpy())}
+                "lr": float(optimization.base_optimizer(
+                    self.optimizer).current_learning_rate().numpy())}
       if step % LOG_EVERY == 0 or step == total:
         _log(progress.line(step, values))
         with writer.as_default(step=step):
@@ -486,8 +495,13 @@ def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
 
 def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None, explicit_init_checkpoint: bool = True,
-        export_dir: Optional[str] = None) -> List[Dict[str, Dict[str, float]]]:
-  """The whole job (module docstring); returns the results of every trial."""
+        export_dir: Optional[str] = None, mixed_precision: Optional[str] = None,
+        jit_compile: bool = False) -> List[Dict[str, Dict[str, float]]]:
+  """The whole job (module docstring); returns the results of every trial.
+
+  `mixed_precision` ("bfloat16" / "float16", float16 with dynamic loss
+  scaling) and `jit_compile` (XLA train step) as in pre-training.
+  """
   if not (config.do_train or config.do_eval or export_dir):
     raise ConfigError("hparams do_train and do_eval are both false and there "
                       "is no --export_dir: nothing to do")
@@ -534,7 +548,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
     if done and not exporting:
       _log(f"== {heading}: already done (recorded in {config.results_pkl}) ==")
       continue
-    job = TrialJob(config, tasks, strategy, trial, num_train_steps)
+    job = TrialJob(config, tasks, strategy, trial, num_train_steps,
+                   mixed_precision=mixed_precision, jit_compile=jit_compile)
     job.initialize(init_checkpoint)
     if not has_record:
       os.makedirs(config.model_dir, exist_ok=True)

@@ -1,0 +1,65 @@
+"""The throughput benchmark: synthetic batches and the one-line JSON report."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from electra_tf import benchmark
+from electra_tf import flops
+from electra_tf.config import PretrainingConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY_HPARAMS = {"vocab_size": 500, "embedding_size": 16,
+                "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2}}
+
+
+def run_benchmark_cli(*args):
+  return subprocess.run([sys.executable, "-m", "electra_tf.benchmark", *args],
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_synthetic_batch_is_a_masked_batch():
+  batch = benchmark.synthetic_batch(6, 40, 7, 300, seed=3)
+  positions = batch["masked_lm_positions"]
+  assert positions.shape == (6, 7) and positions.dtype == np.int32
+  assert positions.min() >= 1 and positions.max() < 40
+  assert all(len(set(row)) == 7 for row in positions)
+  masked = np.take_along_axis(batch["input_ids"], positions, axis=1)
+  np.testing.assert_array_equal(masked, benchmark.MASK_ID)
+  assert batch["masked_lm_ids"].max() < 300
+  np.testing.assert_array_equal(batch["input_mask"], 1)
+  np.testing.assert_array_equal(batch["masked_lm_weights"], 1.0)
+  again = benchmark.synthetic_batch(6, 40, 7, 300, seed=3)
+  for key, value in batch.items():
+    np.testing.assert_array_equal(value, again[key])
+
+
+def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
+  result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=2",
+                             "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
+                             "--baseline=model_garden", "--json")
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads(result.stdout.strip().splitlines()[-1])
+  config = PretrainingConfig.create(dict(TINY_HPARAMS, train_batch_size=4,
+                                         max_seq_length=32))
+  assert report["flops_per_seq"] == flops.flops_per_seq(config)
+  assert report["seq_per_sec"] > 0 and report["baseline_seq_per_sec"] > 0
+  np.testing.assert_allclose(report["step_ms"] * report["seq_per_sec"], 4000.0, rtol=1e-9)
+  np.testing.assert_allclose(report["achieved_tflops"],
+                             report["flops_per_seq"] * report["seq_per_sec"] / 1e12,
+                             rtol=1e-9)
+  np.testing.assert_allclose(report["speedup"],
+                             report["seq_per_sec"] / report["baseline_seq_per_sec"],
+                             rtol=1e-9)
+  assert report["peak_memory_mb"] > 0
+  assert report["device"].startswith(("CPU", "1 x", "2 x", "4 x", "8 x"))
+
+
+def test_bad_flag_is_a_one_line_error():
+  result = run_benchmark_cli("--batch_size=0", "--json")
+  assert result.returncode != 0
+  assert result.stderr.strip() == "electra_tf.benchmark: error: --batch_size: 0 must be > 0"
+  assert result.stdout == ""
