@@ -164,7 +164,7 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 max_predictions_per_seq: int, mask_prob: float, special: SpecialIds,
                 is_training: bool, seed: int,
                 input_context: Optional[tf.distribute.InputContext] = None,
-                ) -> tf.data.Dataset:
+                skip_examples: int = 0) -> tf.data.Dataset:
   """Masked batches of `batch_size` examples (per replica under tf.distribute).
 
   Training (official get_input_fn): files repeated and shuffled, read
@@ -174,7 +174,9 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
   Evaluation: one pass over the files in sorted order, the last batch may
   be smaller. Masks are drawn per example from (seed, pipeline, example index).
   Several input pipelines (`input_context`) read disjoint files, or disjoint
-  records when there are fewer files than pipelines.
+  records when there are fewer files than pipelines.  `skip_examples` drops
+  the first examples of this pipeline's stream undecoded (a resumed run
+  continues where it stopped: same records, same masks).
   """
   files = check_tfrecords(file_patterns, max_seq_length)
   num_pipelines = input_context.num_input_pipelines if input_context else 1
@@ -197,6 +199,7 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
     dataset = dataset.shard(num_pipelines, pipeline_id)
   if is_training:
     dataset = dataset.shuffle(_TRAIN_SHUFFLE_BUFFER, seed=seed)
+  dataset = dataset.skip(skip_examples)
   dataset = dataset.map(lambda record: decode_record(record, max_seq_length),
                         num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -213,6 +216,7 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                         mask_prob=mask_prob, special=special, seed=example_seed)
     return {k: v[0] for k, v in masked.items()}
 
-  dataset = dataset.enumerate().map(mask, num_parallel_calls=tf.data.AUTOTUNE)
+  dataset = dataset.enumerate(start=skip_examples).map(
+      mask, num_parallel_calls=tf.data.AUTOTUNE)
   dataset = dataset.batch(batch_size, drop_remainder=is_training)
   return dataset.prefetch(tf.data.AUTOTUNE)

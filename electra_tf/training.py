@@ -93,6 +93,7 @@ class Pretrainer:
   def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
     self.config = config
     self.strategy = strategy
+    tf.random.set_seed(config.seed)  # reproducible initial weights and dropout
     with strategy.scope(), optimization.dtype_policy(config.mixed_precision):
       self.model = ElectraPretrainer(config)
       self.optimizer = optimization.with_loss_scaling(optimization.create_optimizer(
@@ -104,15 +105,20 @@ class Pretrainer:
       self.optimizer.build(self.model.trainable_variables)
 
   # --------------------------------------------------------------- data
-  def _dataset(self, is_training: bool) -> tf.distribute.DistributedDataset:
+  def _dataset(self, is_training: bool, start_step: int = 0
+               ) -> tf.distribute.DistributedDataset:
+    """Masked batches; training skips the examples of `start_step` steps."""
     config = self.config
     special = special_ids_for(config)
     global_batch = config.train_batch_size if is_training else config.eval_batch_size
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+      batch_size = context.get_per_replica_batch_size(global_batch)
+      replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
       return pretrain_data.get_dataset(
           config.pretrain_tfrecords,
-          batch_size=context.get_per_replica_batch_size(global_batch),
+          batch_size=batch_size,
+          skip_examples=start_step * batch_size * replicas_per_pipeline,
           max_seq_length=config.max_seq_length,
           max_predictions_per_seq=config.max_predictions_per_seq,
           mask_prob=config.mask_prob, special=special,
@@ -177,13 +183,17 @@ class Pretrainer:
 
     return train_loop
 
+  def _eval_step(self, batch):
+    outputs = self._replica_outputs(batch, tf.constant(0, tf.int64),
+                                    self.config.eval_batch_size, training=False)
+    return outputs, batch
+
   # --------------------------------------------------------------- train
   def train(self, init_checkpoint: Optional[str] = None) -> int:
     """Trains to num_train_steps, resuming from model_dir; returns the step."""
     config, strategy = self.config, self.strategy
     chief = distribution.is_chief(strategy)
     checkpoint_dir = distribution.worker_dir(config.model_dir, strategy)
-    train_iterator = iter(self._dataset(is_training=True))
     checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
     manager = tf.train.CheckpointManager(
         checkpoint, checkpoint_dir, max_to_keep=config.keep_checkpoint_max,
@@ -198,6 +208,8 @@ class Pretrainer:
       _log(f"Initialised the model from {init_checkpoint}")
 
     step = int(self.optimizer.iterations.numpy())
+    # A resumed run continues the seeded data stream where it stopped.
+    train_iterator = iter(self._dataset(is_training=True, start_step=step))
     writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train")) \
         if chief else tf.summary.create_noop_writer()
     progress = ProgressLog(config.num_train_steps, config.train_batch_size, step)
@@ -228,6 +240,10 @@ class Pretrainer:
     writer.flush()
     if not chief:
       shutil.rmtree(checkpoint_dir, ignore_errors=True)
+      try:  # the shared scratch parent, once the last worker is done with it
+        os.rmdir(os.path.dirname(checkpoint_dir))
+      except OSError:
+        pass
     return step
 
   # --------------------------------------------------------------- eval
@@ -240,11 +256,7 @@ class Pretrainer:
     tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
     global_step = int(latest.rsplit("-", 1)[1])  # CheckpointManager's ckpt-<step>
 
-    @tf.function
-    def eval_step(batch):
-      outputs = self._replica_outputs(batch, tf.constant(0, tf.int64),
-                                      config.eval_batch_size, training=False)
-      return outputs, batch
+    eval_step = tf.function(self._eval_step)
 
     accumulator = metrics_lib.PretrainingMetrics(config.electra_objective, config.disc_weight)
     iterator = iter(self._dataset(is_training=False))
