@@ -96,10 +96,10 @@ def electra_step_runner(config: config_lib.PretrainingConfig,
   job = training.Pretrainer(config, strategy)
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
-  train_loop = job._make_train_loop()  # pylint: disable=protected-access
+  step_loop = job.make_step_loop()
 
   def run_steps(n: int) -> None:
-    losses = train_loop(iterator, tf.constant(n))
+    losses, _ = step_loop(iterator, tf.constant(n))
     float(losses["loss"].numpy())
 
   return run_steps

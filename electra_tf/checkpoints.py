@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Sequence, Union
 
@@ -32,8 +33,12 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from electra_tf import fileio
+
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
+# File prefix of the training jobs' checkpoints: <dir>/ckpt-<step>.*
+TRAINING_CHECKPOINT_NAME = "ckpt"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")  # official AdamWeightDecayOptimizer
 
@@ -214,6 +219,19 @@ def write_checkpoint_state(directory: str, prefix_name: str = CHECKPOINT_NAME) -
             f'all_model_checkpoint_paths: "{prefix_name}"\n')
 
 
+def holds_saved_model(directory: str) -> bool:
+  """True when `directory` is a complete SavedModel (has saved_model.pb)."""
+  return os.path.isfile(os.path.join(directory, "saved_model.pb"))
+
+
+def check_output_dir(final_dir: str, flag: str, overwrite: bool = False) -> None:
+  """Raises unless `final_dir` is absent, empty, or (`overwrite`) replaceable."""
+  if os.path.exists(final_dir) and not os.path.isdir(final_dir):
+    raise ValueError(f"{flag}: {final_dir} exists and is not a directory")
+  if os.path.isdir(final_dir) and os.listdir(final_dir) and not overwrite:
+    raise ValueError(f"{flag}: {final_dir} already exists and is not empty")
+
+
 @contextlib.contextmanager
 def atomic_output_dir(final_dir: str, flag: str, overwrite: bool = False
                       ) -> Iterator[str]:
@@ -221,14 +239,18 @@ def atomic_output_dir(final_dir: str, flag: str, overwrite: bool = False
 
   `final_dir` may be absent or an empty directory; a non-empty one is an
   error naming `flag`, unless `overwrite` (then it is replaced only once the
-  new content is complete).  On failure nothing is left under either name.
+  new content is complete).  On failure nothing is left under either name;
+  temporaries of killed earlier writers of `final_dir` are removed first.
   """
   final_dir = os.path.abspath(final_dir)
-  if os.path.exists(final_dir) and not os.path.isdir(final_dir):
-    raise ValueError(f"{flag}: {final_dir} exists and is not a directory")
-  if os.path.isdir(final_dir) and os.listdir(final_dir) and not overwrite:
-    raise ValueError(f"{flag}: {final_dir} already exists and is not empty")
-  tmp_dir = f"{final_dir}.tmp-{os.getpid()}"
+  check_output_dir(final_dir, flag, overwrite)
+  parent = os.path.dirname(final_dir)
+  base = os.path.basename(final_dir)
+  if os.path.isdir(parent):
+    for name in os.listdir(parent):
+      if name.startswith(base + ".") and fileio.is_stale_temporary(name):
+        fileio.remove_path(os.path.join(parent, name))
+  tmp_dir = fileio.temporary_path(final_dir)
   shutil.rmtree(tmp_dir, ignore_errors=True)
   os.makedirs(tmp_dir)
   try:
@@ -242,3 +264,82 @@ def atomic_output_dir(final_dir: str, flag: str, overwrite: bool = False
       os.rename(tmp_dir, final_dir)
   finally:
     shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+# ------------------------------------------------------ crash-safe saving
+# What a checkpoint save killed midway leaves: TensorFlow writes
+# `<prefix>_temp/` shards and `*.tempstate<n>` files, merges them into
+# `<prefix>.index` / `<prefix>.data-*`, then replaces the `checkpoint` state
+# file through `checkpoint.tmp<hex>`.  Only files the state names are a
+# checkpoint; anything else of the managed prefix is debris.
+_TF_TEMPORARY = re.compile(r"^(?:.+_temp|.+\.tempstate\d+|checkpoint\.tmp[0-9a-f]{32})$")
+
+
+def _checkpoint_file(checkpoint_name: str) -> "re.Pattern[str]":
+  return re.compile(rf"^(?P<prefix>{re.escape(checkpoint_name)}-\d+)"
+                    r"\.(?:index|data-\d{5}-of-\d{5})$")
+
+
+def remove_interrupted_writes(directory: str,
+                              checkpoint_name: str = TRAINING_CHECKPOINT_NAME
+                              ) -> List[str]:
+  """Removes what killed saves and writes left under `directory` (recursive).
+
+  That is TensorFlow's checkpoint temporaries, `<checkpoint_name>-<n>.*`
+  files the `checkpoint` state file does not list (a save interrupted before
+  the state was updated, or old ones whose deletion was interrupted), and
+  this project's `.tmp-<pid>` / `.old-<pid>` temporaries of dead processes.
+  Checkpoints the state lists, and everything else, are left alone.
+  Returns the removed paths.
+  """
+  removed: List[str] = []
+  if not os.path.isdir(directory):
+    return removed
+  pattern = _checkpoint_file(checkpoint_name)
+  for root, dirs, files in os.walk(directory):
+    state = tf.train.get_checkpoint_state(root)
+    listed = {os.path.basename(path) for path in state.all_model_checkpoint_paths
+              } if state else set()
+    listed |= {os.path.basename(state.model_checkpoint_path)} if state else set()
+    doomed = [name for name in dirs + files
+              if _TF_TEMPORARY.match(name) or fileio.is_stale_temporary(name)]
+    doomed += [name for name in files if pattern.match(name)
+               and pattern.match(name).group("prefix") not in listed]
+    for name in sorted(set(doomed)):
+      fileio.remove_path(os.path.join(root, name))
+      removed.append(os.path.join(root, name))
+    dirs[:] = [name for name in dirs if name not in doomed]
+  return removed
+
+
+def training_checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str,
+                                max_to_keep: int, step_counter: tf.Variable
+                                ) -> tf.train.CheckpointManager:
+  """The manager of a training job's `ckpt-<step>` checkpoints."""
+  return tf.train.CheckpointManager(
+      checkpoint, directory, max_to_keep=max_to_keep,
+      checkpoint_name=TRAINING_CHECKPOINT_NAME, step_counter=step_counter)
+
+
+def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
+  """`manager.save(step)` of a `training_checkpoint_manager`; a failed write
+  becomes a one-line `CheckpointError`.
+
+  A full disk or an unwritable directory stops the save; its debris is
+  removed and the error names the checkpoint that stays the latest (the
+  state file is replaced atomically, so it is the previous one unless the
+  failure came after the new checkpoint was complete).
+  """
+  try:
+    return manager.save(checkpoint_number=step)
+  except (tf.errors.OpError, OSError) as e:
+    reason = (e.message if isinstance(e, tf.errors.OpError) else str(e)).splitlines()[0]
+    try:
+      remove_interrupted_writes(manager.directory)
+    except OSError:
+      pass
+    latest = tf.train.latest_checkpoint(manager.directory)
+    raise CheckpointError(
+        f"could not save the step {step} checkpoint in {manager.directory}: "
+        f"{reason}; {latest or 'no earlier checkpoint'} "
+        f"{'is intact and stays the latest' if latest else 'exists'}") from e

@@ -1,13 +1,33 @@
-"""Small file helpers: writes that never leave a half-written file behind."""
+"""Small file helpers: writes that never leave a half-written file behind.
+
+Every output of the project is written under a temporary name,
+`<final>.tmp-<pid>` (a file, or a directory for SavedModels and converted
+checkpoints), and renamed to its final name once complete.  A job killed
+with SIGKILL leaves such temporaries behind but never a partial file under a
+final name; `remove_stale_temporaries` clears the ones whose process is gone
+when the next job starts.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+from typing import List
+
+# <final>.tmp-<pid>: a write in progress; <final>.old-<pid>: the previous
+# version while an output directory is being replaced.
+_TEMPORARY = re.compile(r"^.+\.(?:tmp|old)-(?P<pid>\d+)$")
+
+
+def temporary_path(path: str) -> str:
+  """The temporary name this process writes `path` under."""
+  return f"{path}.tmp-{os.getpid()}"
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
   """Writes `data` to `path` through a temporary file and a rename."""
-  tmp = f"{path}.tmp-{os.getpid()}"
+  tmp = temporary_path(path)
   try:
     with open(tmp, "wb") as f:
       f.write(data)
@@ -22,3 +42,59 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 def atomic_write_text(path: str, text: str) -> None:
   """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
   atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def process_alive(pid: int) -> bool:
+  """Whether process `pid` exists on this machine (signal 0 probe)."""
+  if pid == os.getpid():
+    return True
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # exists, owned by another user
+    return True
+  return True
+
+
+def is_stale_temporary(name: str) -> bool:
+  """True for `<final>.tmp-<pid>` / `<final>.old-<pid>` of a process that is gone."""
+  match = _TEMPORARY.match(name)
+  return bool(match) and not process_alive(int(match.group("pid")))
+
+
+def remove_path(path: str) -> None:
+  """Removes a file or a directory tree."""
+  if os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path)
+  else:
+    os.remove(path)
+
+
+def remove_stale_temporaries(directory: str) -> List[str]:
+  """Removes the stale temporaries directly inside `directory`; returns their paths."""
+  if not os.path.isdir(directory):
+    return []
+  removed = []
+  for name in sorted(os.listdir(directory)):
+    if is_stale_temporary(name):
+      path = os.path.join(directory, name)
+      remove_path(path)
+      removed.append(path)
+  return removed
+
+
+def check_writable(directory: str, what: str) -> None:
+  """Creates `directory` if needed and proves a file can be written there.
+
+  Raises ValueError naming `what` (a flag or hparam) when it cannot, so an
+  unwritable or read-only output location fails before any work is done.
+  """
+  probe = temporary_path(os.path.join(directory, ".write-probe"))
+  try:
+    os.makedirs(directory, exist_ok=True)
+    with open(probe, "wb") as f:
+      f.write(b"probe")
+    os.remove(probe)
+  except OSError as e:
+    raise ValueError(f"{what} {directory}: not writable ({e.strerror or e})") from e

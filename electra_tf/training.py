@@ -14,20 +14,22 @@ device this is the official loss itself.
 Generator sampling noise is drawn per example from a stateless seed
 (seed, global step, global example index), so a run is reproducible and a
 MirroredStrategy run sees the same noise as a one-device run on the same
-global batch.
+global batch.  Dropout masks are drawn from (seed, step, replica)
+(`modeling.dropout`), so a run resumed from a checkpoint continues exactly
+as the uninterrupted run would have; the step loop itself (faults, saves,
+logs) is `train_loop`'s.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
-import time
 from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 
 from electra_tf import checkpoints
 from electra_tf import distribution
@@ -37,51 +39,11 @@ from electra_tf import metrics as metrics_lib
 from electra_tf import optimization
 from electra_tf import pretrain_data
 from electra_tf import tokenization
+from electra_tf import train_loop
 from electra_tf.config import PretrainingConfig
+from electra_tf.modeling import dropout
 from electra_tf.modeling.pretrainer import ElectraPretrainer
-
-CHECKPOINT_PREFIX = "ckpt"
-
-
-class TrainingError(ValueError):
-  """The run cannot go on (non-finite loss, unusable model_dir); one line."""
-
-
-def format_duration(seconds: float) -> str:
-  seconds = int(round(max(seconds, 0)))
-  hours, rest = divmod(seconds, 3600)
-  minutes, secs = divmod(rest, 60)
-  return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-class ProgressLog:
-  """The official ETAHook's line and more: step/total, %, steps/s, seq/s, ETA."""
-
-  def __init__(self, total_steps: int, batch_size: int, start_step: int):
-    self._total = total_steps
-    self._batch = batch_size
-    self._start_step = start_step
-    self._start_time = time.time()
-    self._last_step = start_step
-    self._last_time = self._start_time
-
-  def line(self, step: int, values: Dict[str, float]) -> str:
-    now = time.time()
-    recent_sps = (step - self._last_step) / max(now - self._last_time, 1e-9)
-    overall_sps = (step - self._start_step) / max(now - self._start_time, 1e-9)
-    self._last_step, self._last_time = step, now
-    eta = (self._total - step) / overall_sps if overall_sps > 0 else float("inf")
-    parts = [f"step {step}/{self._total} = {100.0 * step / self._total:.1f}%",
-             f"{recent_sps:.2f} steps/s", f"{recent_sps * self._batch:.1f} seq/s",
-             f"elapsed {format_duration(now - self._start_time)}",
-             f"ETA {format_duration(eta) if math.isfinite(eta) else '?'}"]
-    parts += [f"{name} {value:.4g}" for name, value in values.items()]
-    return " - ".join(parts)
-
-
-def _log(message: str) -> None:
-  print(message, flush=True)
-
+from electra_tf.train_loop import TrainingError, log as _log
 
 class Pretrainer:
   """Model and optimizer for one PretrainingConfig, built under a strategy.
@@ -93,7 +55,9 @@ class Pretrainer:
   def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
     self.config = config
     self.strategy = strategy
-    tf.random.set_seed(config.seed)  # reproducible initial weights and dropout
+    # Reproducible initial weights: Keras initialisers without their own seed
+    # draw one from Python's `random`, so all generators are seeded.
+    keras.utils.set_random_seed(config.seed)
     with strategy.scope(), optimization.dtype_policy(config.mixed_precision):
       self.model = ElectraPretrainer(config)
       self.optimizer = optimization.with_loss_scaling(optimization.create_optimizer(
@@ -145,8 +109,11 @@ class Pretrainer:
                       loss_denominators=weight_sums)
 
   def train_step(self, batch):
+    """One replica's step: (losses, all finite) as `train_loop` expects."""
     step = self.optimizer.iterations
-    with tf.GradientTape() as tape:
+    replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
+    with tf.GradientTape() as tape, dropout.seeded(
+        dropout.step_seed(self.config.seed, step, replica_id)):
       outputs = self._replica_outputs(batch, step, self.config.train_batch_size,
                                       training=True)
       # Replica losses are already global-normalised: summing gradients over
@@ -154,8 +121,10 @@ class Pretrainer:
       loss = optimization.scale_loss(self.optimizer, outputs["total_loss"])
     variables = self.model.trainable_variables
     grads = optimization.unscale_gradients(self.optimizer, tape.gradient(loss, variables))
+    finite = train_loop.all_finite(outputs["total_loss"], grads,
+                                   loss_scaling=self.config.mixed_precision == "float16")
     self.optimizer.apply_gradients(zip(grads, variables))
-    return {name: outputs[key] for name, key in self._loss_keys}
+    return {name: outputs[key] for name, key in self._loss_keys}, finite
 
   @property
   def _loss_keys(self):
@@ -165,23 +134,12 @@ class Pretrainer:
       keys.append(("disc_loss", "disc_loss"))
     return keys
 
-  def _make_train_loop(self):
-    strategy = self.strategy
+  def make_step_loop(self):
     step_fn = (tf.function(self.train_step, jit_compile=True)
                if self.config.jit_compile else self.train_step)
-
-    @tf.function
-    def train_loop(iterator, num_steps):
-      losses = {name: 0.0 for name, _ in self._loss_keys}
-      for _ in tf.range(num_steps):
-        per_replica = strategy.run(step_fn, args=(next(iterator),))
-        # Each replica holds the global loss already; SUM of the replica
-        # numerators over the global denominators is the global loss.
-        losses = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-                  for k, v in per_replica.items()}
-      return losses
-
-    return train_loop
+    return train_loop.make_step_loop(self.strategy, step_fn,
+                                     [name for name, _ in self._loss_keys],
+                                     self.optimizer.iterations)
 
   def _eval_step(self, batch):
     outputs = self._replica_outputs(batch, tf.constant(0, tf.int64),
@@ -195,9 +153,8 @@ class Pretrainer:
     chief = distribution.is_chief(strategy)
     checkpoint_dir = distribution.worker_dir(config.model_dir, strategy)
     checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
-    manager = tf.train.CheckpointManager(
-        checkpoint, checkpoint_dir, max_to_keep=config.keep_checkpoint_max,
-        checkpoint_name=CHECKPOINT_PREFIX, step_counter=self.optimizer.iterations)
+    manager = checkpoints.training_checkpoint_manager(
+        checkpoint, checkpoint_dir, config.keep_checkpoint_max, self.optimizer.iterations)
     if manager.latest_checkpoint:
       checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
       _log(f"Resumed from {manager.latest_checkpoint} at step "
@@ -212,31 +169,16 @@ class Pretrainer:
     train_iterator = iter(self._dataset(is_training=True, start_step=step))
     writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train")) \
         if chief else tf.summary.create_noop_writer()
-    progress = ProgressLog(config.num_train_steps, config.train_batch_size, step)
-    train_loop = self._make_train_loop()
     _log(f"Training {type(self.model).__name__} on {strategy.num_replicas_in_sync} "
          f"replica(s) ({type(strategy).__name__}), global batch "
          f"{config.train_batch_size}, {config.num_train_steps} steps")
-    while step < config.num_train_steps:
-      boundary = min(_next_multiple(step, config.log_every),
-                     _next_multiple(step, config.save_checkpoints_steps),
-                     step + config.iterations_per_loop, config.num_train_steps)
-      losses = train_loop(train_iterator, tf.constant(boundary - step))
-      step = int(self.optimizer.iterations.numpy())
-      values = {k: float(v.numpy()) for k, v in losses.items()}
-      if not all(math.isfinite(v) for v in values.values()):
-        raise TrainingError(
-            f"non-finite loss at step {step} ({values}); the last good checkpoint "
-            f"{manager.latest_checkpoint} stays the latest")
-      values["lr"] = float(
-          optimization.base_optimizer(self.optimizer).current_learning_rate())
-      if step % config.log_every == 0 or step == config.num_train_steps:
-        _log(progress.line(step, values))
-        with writer.as_default(step=step):
-          for name, value in values.items():
-            tf.summary.scalar(name, value)
-      if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-        manager.save(checkpoint_number=step)
+    step = train_loop.train_to_end(
+        self.make_step_loop(), train_iterator, self.optimizer, manager,
+        train_loop.Schedule(total_steps=config.num_train_steps,
+                            log_every=config.log_every,
+                            save_every=config.save_checkpoints_steps,
+                            steps_per_loop=config.iterations_per_loop,
+                            batch_size=config.train_batch_size), writer)
     writer.flush()
     if not chief:
       shutil.rmtree(checkpoint_dir, ignore_errors=True)
@@ -288,10 +230,6 @@ def special_ids_for(config: PretrainingConfig) -> tokenization.SpecialIds:
         f"hparam vocab_size: {config.vocab_size} differs from the {len(vocab)} "
         f"entries of {config.vocab_file}")
   return tokenization.special_ids(vocab, config.vocab_file)
-
-
-def _next_multiple(step: int, every: int) -> int:
-  return (step // every + 1) * every
 
 
 def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
@@ -346,16 +284,25 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
   if init_checkpoint:
     checkpoints.resolve_checkpoint(init_checkpoint)
+  # A rerun replaces the SavedModel an earlier run of the job exported.
+  replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
+  if export_dir:
+    checkpoints.check_output_dir(export_dir, "--export_dir", overwrite=replace_export)
   strategy = distribution.create_strategy(strategy_name, tpu)
   job = Pretrainer(config, strategy)
   if distribution.is_chief(strategy):
     check_model_dir(config)
+    fileio.check_writable(config.model_dir, "model_dir")
+    for path in checkpoints.remove_interrupted_writes(config.model_dir):
+      _log(f"Removed {path}, left by an interrupted earlier run")
   results: Dict[str, float] = {}
   if config.do_train:
     results["global_step"] = job.train(init_checkpoint)
   if config.do_eval:
+    _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
     results = job.evaluate()
   if export_dir and distribution.is_chief(strategy):
-    export_lib.export_saved_model(job.model, export_dir)
+    _log(f"Exporting the SavedModel to {export_dir}")
+    export_lib.export_saved_model(job.model, export_dir, overwrite=replace_export)
     _log(f"Exported the SavedModel to {export_dir}")
   return results

@@ -8,11 +8,9 @@ tiny ELECTRA on TFRecords built once from real text with the BERT vocab.
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -84,25 +82,18 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
   rerun = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train"]))
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "Resumed from" in rerun.stdout and "ckpt-6" in rerun.stdout
-  # Resuming from step 3 (weights, slots, data stream, sampling seeds) ends
-  # with exactly the weights of the uninterrupted run.  Dropout noise comes
-  # from TensorFlow's stateful generator, which restarts on resume, so the
-  # exact comparison runs without dropout.
+  # Resuming from step 3 (weights, slots, data stream, sampling seeds and
+  # dropout masks, all functions of the step) ends with exactly the weights
+  # of the uninterrupted run, dropout included.
   import shutil
   import tensorflow as tf
-  no_dropout = {"model_hparam_overrides": dict(TINY_HPARAMS["model_hparam_overrides"],
-                                               hidden_dropout_prob=0.0,
-                                               attention_probs_dropout_prob=0.0)}
-  model_dir = tmp_path / "no_dropout"
-  full_run = _run(_pretrain_args(tiny_data, model_dir, no_dropout))
-  assert full_run.returncode == 0, full_run.stderr[-3000:]
   resumed_dir = tmp_path / "resumed"
   shutil.copytree(model_dir, resumed_dir)
   for path in resumed_dir.glob("ckpt-6.*"):
     path.unlink()
   (resumed_dir / "checkpoint").write_text(
       'model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-3"\n')
-  resumed = _run(_pretrain_args(tiny_data, resumed_dir, no_dropout))
+  resumed = _run(_pretrain_args(tiny_data, resumed_dir))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resumed from" in resumed.stdout and "at step 3" in resumed.stdout
   full = tf.train.load_checkpoint(str(model_dir / "ckpt-6"))
@@ -111,27 +102,6 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
   assert len(keys) > 40
   for key in keys:
     np.testing.assert_array_equal(full.get_tensor(key), again.get_tensor(key), err_msg=key)
-
-
-def test_resume_after_kill_9(tiny_data, tmp_path):
-  model_dir = tmp_path / "model"
-  hparams = {"num_train_steps": 40, "save_checkpoints_steps": 5, "log_every": 5}
-  proc = subprocess.Popen([sys.executable, *_pretrain_args(tiny_data, model_dir, hparams)],
-                          cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-  deadline = time.time() + 240
-  while time.time() < deadline and not list(model_dir.glob("ckpt-10.index")):
-    time.sleep(0.2)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert list(model_dir.glob("ckpt-*.index")), "no checkpoint before the kill"
-  rerun = _run(_pretrain_args(tiny_data, model_dir, hparams))
-  assert rerun.returncode == 0, rerun.stderr[-3000:]
-  resumed = [line for line in rerun.stdout.splitlines() if line.startswith("Resumed from")]
-  assert resumed and int(resumed[0].rsplit(" ", 1)[1]) >= 10
-  assert "step 40/40 = 100.0%" in rerun.stdout
-  import tensorflow as tf
-  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-40")
 
 
 _EQUIVALENCE_SCRIPT = textwrap.dedent("""

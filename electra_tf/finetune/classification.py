@@ -41,11 +41,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
 from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.modeling import dropout
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
@@ -263,7 +263,7 @@ class ClassificationHead(TaskHead):
 
   def __init__(self, task_name: str, num_labels: int, **kwargs):
     super().__init__(task_name, **kwargs)
-    self.dropout = keras.layers.Dropout(0.1)
+    self.dropout = dropout.Dropout(0.1)
     self.dense = dense(num_labels, "dense")
 
   def call(self, encoder_outputs, features, training=False):
@@ -283,7 +283,7 @@ class RegressionHead(TaskHead):
 
   def __init__(self, task_name: str, **kwargs):
     super().__init__(task_name, **kwargs)
-    self.dropout = keras.layers.Dropout(0.1)
+    self.dropout = dropout.Dropout(0.1)
     self.dense = dense(1, "dense")
 
   def call(self, encoder_outputs, features, training=False):

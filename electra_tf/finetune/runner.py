@@ -51,10 +51,9 @@ import collections
 import dataclasses
 import io
 import json
-import math
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -65,6 +64,7 @@ from electra_tf import distribution
 from electra_tf import fileio
 from electra_tf import optimization
 from electra_tf import tokenization
+from electra_tf import train_loop
 from electra_tf.config import ConfigError
 from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
@@ -72,11 +72,10 @@ from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
-from electra_tf.training import ProgressLog, TrainingError
+from electra_tf.modeling import dropout
 
 LOG_EVERY = 10  # steps between progress lines (the official ETAHook's)
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
-CHECKPOINT_PREFIX = "ckpt"
 CONFIG_FILE = "finetuning_config.json"
 SHUFFLE_BUFFER = 100  # official input_fn
 STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
@@ -96,8 +95,7 @@ FEATURE_KEYS = ("task_names", "max_seq_length", "double_unordered",
                 "vocab_file")
 
 
-def _log(message: str = "") -> None:
-  print(message, flush=True)
+_log = train_loop.log
 
 
 # ------------------------------------------------------------------ data
@@ -213,6 +211,8 @@ def training_data(config: FinetuningConfig, tasks: Sequence[Task]
   os.makedirs(config.preprocessed_data_dir, exist_ok=True)
   buffer = io.BytesIO()
   np.savez(buffer, __groups=data.groups, **data.arrays)
+  if os.path.exists(prefix + ".json"):  # never pair a new .npz with an old record
+    os.remove(prefix + ".json")
   fileio.atomic_write_bytes(prefix + ".npz", buffer.getvalue())
   fileio.atomic_write_text(prefix + ".json", json.dumps(fingerprint) + "\n")
   return data
@@ -238,6 +238,7 @@ class TrialJob:
     self.directory = trial_dir(config, trial)
     self.num_train_steps = num_train_steps
     self.jit_compile = jit_compile
+    self.mixed_precision = mixed_precision
     keras.utils.set_random_seed(self.seed)
     with strategy.scope(), optimization.dtype_policy(mixed_precision):
       self.model = FinetuningModel(config, tasks)
@@ -292,18 +293,24 @@ class TrialJob:
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=self.seed)
     return dataset.batch(batch, drop_remainder=True).skip(skip_batches)
 
-  def _train_step(self, batch: Dict[str, tf.Tensor]) -> tf.Tensor:
+  def _train_step(self, batch: Dict[str, tf.Tensor]
+                  ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
     """One replica's step; its loss is the sum over its rows, so the summed
-    replica gradients are those of the official loss on the global batch."""
-    with tf.GradientTape() as tape:
+    replica gradients are those of the official loss on the global batch.
+    Returns ({"loss": loss}, all finite) as `train_loop` expects."""
+    replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
+    with tf.GradientTape() as tape, dropout.seeded(dropout.step_seed(
+        self.seed, self.optimizer.iterations, replica_id)):
       loss = self.model.training_loss(self.model(batch, training=True),
                                       batch["task_id"])
       scaled_loss = optimization.scale_loss(self.optimizer, loss)
     variables = self.model.trainable_variables
     grads = optimization.unscale_gradients(self.optimizer,
                                            tape.gradient(scaled_loss, variables))
+    finite = train_loop.all_finite(loss, grads,
+                                   loss_scaling=self.mixed_precision == "float16")
     self.optimizer.apply_gradients(zip(grads, variables))
-    return loss
+    return {"loss": loss}, finite
 
   def train(self, data: TrainingData) -> int:
     """Trains to num_train_steps from the restored step; returns the step."""
@@ -313,51 +320,24 @@ class TrialJob:
     if step >= total:
       _log(f"Trial {self.trial} is already trained ({step} steps)")
       return step
-    manager = tf.train.CheckpointManager(
-        self.checkpoint, self.directory, max_to_keep=KEEP_CHECKPOINTS,
-        checkpoint_name=CHECKPOINT_PREFIX, step_counter=self.optimizer.iterations)
+    manager = checkpoints.training_checkpoint_manager(
+        self.checkpoint, self.directory, KEEP_CHECKPOINTS, self.optimizer.iterations)
     iterator = iter(strategy.experimental_distribute_dataset(
         self._train_dataset(data, skip_batches=step)))
-
     step_fn = (tf.function(self._train_step, jit_compile=True)
                if self.jit_compile else self._train_step)
-
-    @tf.function
-    def train_loop(iterator, num_steps):
-      loss = 0.0
-      for _ in tf.range(num_steps):
-        per_replica = strategy.run(step_fn, args=(next(iterator),))
-        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-      return loss
-
     _log(f"Training for {total} steps ({len(data)} training features, batch "
          f"{config.train_batch_size}, {strategy.num_replicas_in_sync} "
          f"replica(s), {type(strategy).__name__})")
-    writer = tf.summary.create_file_writer(os.path.join(self.directory, "train"))
-    progress = ProgressLog(total, config.train_batch_size, step)
-    while step < total:
-      boundary = min((step // LOG_EVERY + 1) * LOG_EVERY,
-                     (step // config.save_checkpoints_steps + 1) *
-                     config.save_checkpoints_steps,
-                     step + config.iterations_per_loop, total)
-      loss = float(train_loop(iterator, tf.constant(boundary - step)).numpy())
-      step = int(self.optimizer.iterations.numpy())
-      if not math.isfinite(loss):
-        raise TrainingError(f"non-finite loss {loss} at step {step} of trial "
-                            f"{self.trial}; the latest checkpoint "
-                            f"{manager.latest_checkpoint} stays the latest")
-      values = {"loss": loss,
-                "lr": float(optimization.base_optimizer(
-                    self.optimizer).current_learning_rate().numpy())}
-      if step % LOG_EVERY == 0 or step == total:
-        _log(progress.line(step, values))
-        with writer.as_default(step=step):
-          for name, value in values.items():
-            tf.summary.scalar(name, value)
-      if step % config.save_checkpoints_steps == 0 or step == total:
-        manager.save(checkpoint_number=step)
-    writer.flush()
-    return step
+    return train_loop.train_to_end(
+        train_loop.make_step_loop(strategy, step_fn, ["loss"], self.optimizer.iterations),
+        iterator, self.optimizer, manager,
+        train_loop.Schedule(total_steps=total, log_every=LOG_EVERY,
+                            save_every=config.save_checkpoints_steps,
+                            steps_per_loop=config.iterations_per_loop,
+                            batch_size=config.train_batch_size),
+        tf.summary.create_file_writer(os.path.join(self.directory, "train")),
+        fault_context=f" of trial {self.trial}")
 
   # ----------------------------------------------------------- prediction
   def _predict_step(self, task_name: str):
@@ -486,11 +466,12 @@ def check_model_dir(config: FinetuningConfig) -> bool:
 
 
 def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
+  """Each task's export target must be new, empty, or an earlier export."""
   for task in tasks:
     finetune_export.check_exportable(task)
     target = os.path.join(export_dir, task.name)
-    if os.path.isdir(target) and os.listdir(target):
-      raise ValueError(f"--export_dir: {target} already exists and is not empty")
+    checkpoints.check_output_dir(target, "--export_dir",
+                                 overwrite=checkpoints.holds_saved_model(target))
 
 
 def run(config: FinetuningConfig, *, strategy_name: str = "auto",
@@ -539,6 +520,9 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
           f"train_batch_size {config.train_batch_size} give 0 training steps "
           f"for {len(data)} training features")
 
+  fileio.check_writable(config.model_dir, "model_dir")
+  for path in checkpoints.remove_interrupted_writes(config.model_dir):
+    _log(f"Removed {path}, left by an interrupted earlier run")
   results = outputs.load_results(config) if (
       config.do_train and config.do_eval and has_record) else []
   for trial in range(1, config.num_trials + 1):
@@ -547,6 +531,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
     exporting = export_dir and trial == config.num_trials
     if done and not exporting:
       _log(f"== {heading}: already done (recorded in {config.results_pkl}) ==")
+      if trial != config.num_trials and not config.keep_all_models:
+        shutil.rmtree(trial_dir(config, trial), ignore_errors=True)
       continue
     job = TrialJob(config, tasks, strategy, trial, num_train_steps,
                    mixed_precision=mixed_precision, jit_compile=jit_compile)
@@ -566,7 +552,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
     if exporting:
       for task in tasks:
         target = os.path.join(export_dir, task.name)
-        finetune_export.export_task_model(job.model, task, target)
+        finetune_export.export_task_model(
+            job.model, task, target, overwrite=checkpoints.holds_saved_model(target))
         _log(f"Exported the {task.name} model to {target}")
     if trial != config.num_trials and not config.keep_all_models:
       shutil.rmtree(job.directory, ignore_errors=True)

@@ -19,7 +19,8 @@ the names never depend on where it is first called.  Construct encoders
 eagerly and outside any name scope (any tf.distribute strategy scope is fine).
 
 Computation follows the layers' dtype policy; attention softmax and LayerNorm
-statistics are computed in float32.
+statistics are computed in float32.  Dropout is `modeling.dropout.Dropout`:
+its masks follow the seed the train step names (resume-exact training).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from electra_tf.config import ConfigError, ModelConfig
+from electra_tf.modeling import dropout
 
 LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm, as official
 # Added to attention scores of masked-out keys (official value, not -inf).
@@ -139,14 +141,14 @@ class TransformerLayer(keras.layers.Layer):
     self.query = dense(hidden, "query")
     self.key = dense(hidden, "key")
     self.value = dense(hidden, "value")
-    self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+    self.attention_dropout = dropout.Dropout(config.attention_probs_dropout_prob)
     self.attention_output = dense(hidden, "dense")
     self.attention_layer_norm = layer_norm()
     self.intermediate = dense(config.intermediate_size, "dense",
                               get_activation(config.hidden_act))
     self.output_dense = dense(hidden, "dense")
     self.output_layer_norm = layer_norm()
-    self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.hidden_dropout = dropout.Dropout(config.hidden_dropout_prob)
 
   def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
     """[B, S, H] -> [B, heads, S, head_size]."""
@@ -218,7 +220,7 @@ class TransformerEncoder(keras.layers.Layer):
           config.type_vocab_size, config.max_position_embeddings,
           config.initializer_range)
     self.embeddings = embeddings
-    self.embedding_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.embedding_dropout = dropout.Dropout(config.hidden_dropout_prob)
     # Official rule: a projection exists exactly when the widths differ; it
     # is a plain tf.layers.dense, hence Glorot-uniform initialised.
     self.embeddings_project = (

@@ -1,0 +1,76 @@
+"""Dropout whose masks are a function of an explicit seed.
+
+Keras' Dropout draws from stateful random ops whose state lives in the op
+kernels: a job restarted from a checkpoint starts that stream again, so a
+resumed run drops other units than the uninterrupted run would have, and the
+weights part ways after the first resumed step.  Here the train step names
+a seed for its model call,
+
+    with dropout.seeded(seed):        # seed: int64 [2], e.g. (run seed, step)
+      outputs = model(batch, training=True)
+
+and every `Dropout` layer called inside draws its mask with
+`tf.nn.experimental.stateless_dropout` from that seed folded with its call
+index (the order in which the layers are called, fixed when the function is
+traced).  The masks therefore depend only on (seed, step, replica): a run
+killed and resumed anywhere drops exactly the units of the uninterrupted
+run.  The official code uses tf.nn.dropout; the keep probability and the
+1 / (1 - rate) scaling of kept units are the same, only the random stream
+differs.
+
+Outside a `seeded` block (e.g. a user's own training loop) `Dropout` falls
+back to stateful `tf.nn.dropout`, as Keras' layer does.  The seed is
+per-thread, so each MirroredStrategy replica (one thread each) uses its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator, List, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+_SEED_STATE = threading.local()  # .current: [seed tensor, next call index]
+
+
+@contextlib.contextmanager
+def seeded(seed: tf.Tensor) -> Iterator[None]:
+  """Dropout layers called inside draw their masks from `seed` (int [2])."""
+  previous: Optional[List] = getattr(_SEED_STATE, "current", None)
+  _SEED_STATE.current = [tf.cast(seed, tf.int64), 0]
+  try:
+    yield
+  finally:
+    _SEED_STATE.current = previous
+
+
+def step_seed(seed: int, step: tf.Tensor, replica_id: tf.Tensor) -> tf.Tensor:
+  """The dropout seed of one replica at one step: int64 [2]."""
+  base = tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
+  return tf.random.experimental.stateless_fold_in(base, tf.cast(replica_id, tf.int64))
+
+
+class Dropout(keras.layers.Layer):
+  """Inverted dropout with rate `rate`; seeded inside `seeded` (see module doc).
+
+  Any input shape; output has the input's shape and dtype.
+  """
+
+  def __init__(self, rate: float, **kwargs):
+    super().__init__(**kwargs)
+    self.rate = float(rate)
+
+  def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
+    if not training or self.rate == 0.0:
+      return inputs
+    state = getattr(_SEED_STATE, "current", None)
+    if state is None:
+      return tf.nn.dropout(inputs, rate=self.rate)
+    seed = tf.random.experimental.stateless_fold_in(state[0], state[1])
+    state[1] += 1
+    return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+
+  def get_config(self):
+    return {**super().get_config(), "rate": self.rate}

@@ -1,0 +1,319 @@
+"""Reliability: numerical faults, failed saves, debris of killed jobs,
+determinism, and the kill -9 soak (short form).
+
+The CLI runs use a tiny ELECTRA on TFRecords built from the first lines of
+WikiText-2 with the BERT vocab.
+"""
+
+import json
+import os
+import pathlib
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import checkpoints, fileio, optimization, train_loop
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TINY_HPARAMS = {
+    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
+    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1},
+    "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
+    "num_train_steps": 4, "num_warmup_steps": 2, "save_checkpoints_steps": 2,
+    "log_every": 1,
+}
+
+
+def _env():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+             PYTHONDONTWRITEBYTECODE="1")
+  env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+  return env
+
+
+def _pretrain(data_dir, model_dir, preexec_fn=None, **hparams):
+  args = [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+          f"--model_dir={model_dir}", "--strategy=one_device",
+          "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams})]
+  return subprocess.run(args, cwd=REPO, env=_env(), text=True, capture_output=True,
+                        timeout=300, preexec_fn=preexec_fn)
+
+
+def _last_line(text):
+  return [line for line in text.splitlines() if line.strip()][-1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, corpus_dir, bert_vocab):
+  from data_prep import build_tfrecords
+  root = tmp_path_factory.mktemp("reliability_data")
+  (root / "corpus").mkdir()
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()[:300]
+  (root / "corpus" / "wiki.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  build_tfrecords.build_tfrecords(str(root / "corpus"), str(bert_vocab),
+                                  str(root / "pretrain_tfrecords"), max_seq_length=32,
+                                  num_out_files=2, num_processes=1, seed=0,
+                                  log=lambda _: None)
+  shutil.copyfile(bert_vocab, root / "vocab.txt")
+  return root
+
+
+def _state(model_dir):
+  return tf.train.latest_checkpoint(str(model_dir))
+
+
+# ------------------------------------------------------------ numerical faults
+def _toy_job(tmp_path, fault_step, fault):
+  """A one-variable model whose step `fault_step` has a NaN loss or Inf grads."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with strategy.scope():
+    weight = tf.Variable([1.0, -2.0])
+    optimizer = optimization.create_optimizer(1e-2, 10, 0, weight_decay_rate=0.0)
+    optimizer.build([weight])
+
+  def step_fn(batch):
+    faulty = tf.equal(optimizer.iterations + 1, fault_step)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.square(weight * batch))
+      if fault == "loss":
+        loss = tf.where(faulty, tf.constant(np.nan), loss)
+    grads = tape.gradient(loss, [weight])
+    if fault == "gradients":  # finite loss, overflowing gradients
+      grads = [tf.where(faulty, tf.constant([np.inf, 0.0]), grads[0])]
+    finite = train_loop.all_finite(loss, grads, loss_scaling=False)
+    optimizer.apply_gradients(zip(grads, [weight]))
+    return {"loss": loss}, finite
+
+  dataset = tf.data.Dataset.from_tensors(tf.constant([1.0, 1.0])).repeat()
+  manager = checkpoints.training_checkpoint_manager(
+      tf.train.Checkpoint(weight=weight, optimizer=optimizer), str(tmp_path), 5,
+      optimizer.iterations)
+  loop = train_loop.make_step_loop(strategy, step_fn, ["loss"], optimizer.iterations)
+  schedule = train_loop.Schedule(total_steps=10, log_every=5, save_every=2,
+                                 steps_per_loop=100, batch_size=1)
+  return loop, iter(dataset), optimizer, manager, schedule
+
+
+@pytest.mark.parametrize("fault", ["loss", "gradients"])
+def test_nan_or_inf_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path, fault):
+  loop, iterator, optimizer, manager, schedule = _toy_job(tmp_path, 5, fault)
+  with pytest.raises(train_loop.TrainingError) as error:
+    train_loop.train_to_end(loop, iterator, optimizer, manager, schedule,
+                            tf.summary.create_noop_writer())
+  message = str(error.value)
+  assert "NaN or Inf in the loss or gradients at step 5" in message
+  assert "ckpt-4 stays the latest" in message and "\n" not in message
+  # The loop stopped at the faulty step; nothing newer than ckpt-4 exists.
+  assert int(optimizer.iterations.numpy()) == 5
+  assert _state(tmp_path).endswith("ckpt-4")
+  assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == [
+      "ckpt-2.index", "ckpt-4.index"]
+
+
+def test_overflowing_float16_gradients_are_not_a_fault():
+  inf_grads = [tf.constant([np.inf, 1.0])]
+  assert not bool(train_loop.all_finite(tf.constant(1.0), inf_grads, loss_scaling=False))
+  # With dynamic loss scaling the optimizer skips such a step and halves the scale.
+  assert bool(train_loop.all_finite(tf.constant(1.0), inf_grads, loss_scaling=True))
+  assert not bool(train_loop.all_finite(tf.constant(np.nan), inf_grads, loss_scaling=True))
+
+
+def test_pretraining_divergence_names_the_step(data_dir, tmp_path):
+  # A learning rate of 1e30 sends the weights to Inf after the first update.
+  run = _pretrain(data_dir, tmp_path / "model", learning_rate=1e30,
+                  num_warmup_steps=0, save_checkpoints_steps=1)
+  assert run.returncode == 2
+  line = _last_line(run.stderr)
+  assert line.startswith("run_pretraining.py: error: NaN or Inf in the loss or gradients at step 2")
+  assert line.endswith("ckpt-1 stays the latest") and "Traceback" not in run.stderr
+  assert _state(tmp_path / "model").endswith("ckpt-1")
+  assert [p.name for p in (tmp_path / "model").glob("ckpt-*.index")] == ["ckpt-1.index"]
+
+
+# ------------------------------------------------------------ failed saves
+def _file_size_limit(limit_bytes):
+  def apply():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+  return apply
+
+
+def _assert_save_failure_keeps(run, model_dir, kept_step):
+  assert run.returncode == 2, run.stderr[-2000:]
+  line = _last_line(run.stderr)
+  assert line.startswith("run_pretraining.py: error: could not save the step "), line
+  assert str(model_dir) in line and f"ckpt-{kept_step} is intact and stays the latest" in line
+  assert "Traceback" not in run.stderr
+  assert _state(model_dir).endswith(f"ckpt-{kept_step}")
+  reader = tf.train.load_checkpoint(_state(model_dir))  # restores completely
+  for key in reader.get_variable_to_shape_map():
+    reader.get_tensor(key)
+  leftovers = [p.name for p in model_dir.iterdir()
+               if p.name.endswith("_temp") or ".tmp" in p.name]
+  assert not leftovers
+  newer = [p.name for p in model_dir.glob("ckpt-*.index")
+           if int(p.name[5:-6]) > kept_step]
+  assert not newer
+
+
+def test_failed_save_is_one_line_and_keeps_the_previous_checkpoint(data_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  first = _pretrain(data_dir, model_dir)
+  assert first.returncode == 0, first.stderr[-2000:]
+  # Continue to step 8 with files capped at 256 KiB (a checkpoint is ~6 MB):
+  # the write of ckpt-6 fails with EFBIG, as on a full disk.
+  run = _pretrain(data_dir, model_dir, preexec_fn=_file_size_limit(256 * 1024),
+                  num_train_steps=8)
+  assert "could not save the step 6 checkpoint" in run.stderr
+  _assert_save_failure_keeps(run, model_dir, kept_step=4)
+
+
+def _mount_tmpfs(path, size):
+  path.mkdir()
+  result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+  if result.returncode != 0:
+    pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'}); "
+                "the RLIMIT_FSIZE test covers the failed save")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root; the "
+                    "RLIMIT_FSIZE test covers the failed save")
+def test_full_disk_and_read_only_model_dir_on_a_real_tmpfs(data_dir, tmp_path):
+  mount_point = tmp_path / "small_disk"
+  _mount_tmpfs(mount_point, "9m")  # room for one ~6 MB checkpoint, not two
+  try:
+    model_dir = mount_point / "model"
+    run = _pretrain(data_dir, model_dir)
+    assert "No space left on device" in _last_line(run.stderr)
+    _assert_save_failure_keeps(run, model_dir, kept_step=2)
+    subprocess.run(["mount", "-o", "remount,ro", str(mount_point)], check=True)
+    before = sorted(p.name for p in model_dir.iterdir())
+    run = _pretrain(data_dir, model_dir)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    line = _last_line(run.stderr)
+    assert line == (f"run_pretraining.py: error: model_dir {model_dir}: not writable "
+                    "(Read-only file system)")
+    assert sorted(p.name for p in model_dir.iterdir()) == before
+    assert _state(model_dir).endswith("ckpt-2")
+  finally:
+    subprocess.run(["umount", str(mount_point)], check=False)
+
+
+# ------------------------------------------------------------ debris of kills
+def test_debris_of_killed_writes_is_removed_and_checkpoints_are_kept(tmp_path):
+  weight = tf.Variable([1.0, 2.0])
+  step = tf.Variable(0, dtype=tf.int64)
+  manager = checkpoints.training_checkpoint_manager(
+      tf.train.Checkpoint(weight=weight), str(tmp_path), 5, step)
+  for n in (2, 4):
+    step.assign(n)
+    checkpoints.save_checkpoint(manager, n)
+  dead_pid = 2 ** 22 + 1  # above the default pid_max: no such process
+  (tmp_path / "ckpt-6_temp").mkdir()  # killed during SaveV2
+  (tmp_path / "ckpt-6_temp" / "part-00000-of-00001.index").write_bytes(b"x")
+  (tmp_path / "ckpt-6.index").write_bytes(b"half")  # killed during the merge
+  (tmp_path / "ckpt-6.data-00000-of-00001").write_bytes(b"half")
+  (tmp_path / "checkpoint.tmp0123456789abcdef0123456789abcdef").write_text("x")
+  (tmp_path / "results").mkdir()
+  (tmp_path / "results" / f"unsup_results.json.tmp-{dead_pid}").write_text("{")
+  (tmp_path / f"export.tmp-{dead_pid}").mkdir()
+  (tmp_path / f"mine.tmp-{os.getpid()}").write_text("in progress")  # alive: kept
+  (tmp_path / "notes.txt").write_text("kept")
+  removed = checkpoints.remove_interrupted_writes(str(tmp_path))
+  assert sorted(os.path.relpath(p, tmp_path) for p in removed) == sorted([
+      "ckpt-6_temp", "ckpt-6.index", "ckpt-6.data-00000-of-00001",
+      "checkpoint.tmp0123456789abcdef0123456789abcdef",
+      f"results/unsup_results.json.tmp-{dead_pid}", f"export.tmp-{dead_pid}"])
+  assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+      "checkpoint", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "ckpt-4.index",
+      "ckpt-4.data-00000-of-00001", "results", f"mine.tmp-{os.getpid()}", "notes.txt"])
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+  assert fileio.is_stale_temporary(f"x.old-{dead_pid}")
+  assert not fileio.is_stale_temporary("x.tmp-abc")
+
+
+def test_rerun_after_completion_replaces_its_own_export(data_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  export_dir = model_dir / "export"
+  first = subprocess.run(
+      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+       f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+       "--hparams=" + json.dumps(TINY_HPARAMS)], cwd=REPO, env=_env(), text=True,
+      capture_output=True, timeout=300)
+  assert first.returncode == 0, first.stderr[-2000:]
+  again = subprocess.run(first.args, cwd=REPO, env=_env(), text=True,
+                         capture_output=True, timeout=300)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Resumed from" in again.stdout and "Exported the SavedModel" in again.stdout
+  assert (export_dir / "saved_model.pb").is_file()
+  assert not [p for p in model_dir.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+  # A non-empty folder that is not a SavedModel is refused before training.
+  other = tmp_path / "other"
+  other.mkdir()
+  (other / "keep.txt").write_text("mine")
+  refused = subprocess.run(
+      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+       f"--model_dir={tmp_path / 'model2'}", f"--export_dir={other}",
+       "--hparams=" + json.dumps(TINY_HPARAMS)], cwd=REPO, env=_env(), text=True,
+      capture_output=True, timeout=300)
+  assert refused.returncode == 2
+  assert _last_line(refused.stderr) == (
+      f"run_pretraining.py: error: --export_dir: {other} already exists and is not empty")
+  assert not (tmp_path / "model2").exists() and (other / "keep.txt").read_text() == "mine"
+
+
+# ------------------------------------------------------------ determinism
+def _scalars(model_dir, tag):
+  values = {}
+  for path in sorted((model_dir / "train").glob("events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        if value.tag == tag:
+          values[event.step] = tf.make_ndarray(value.tensor).item()
+  return values
+
+
+def test_fixed_seed_gives_identical_first_20_losses(data_dir, tmp_path):
+  runs = [_pretrain(data_dir, tmp_path / name, num_train_steps=20,
+                    save_checkpoints_steps=20, seed=5) for name in ("a", "b")]
+  for run in runs:
+    assert run.returncode == 0, run.stderr[-2000:]
+  losses = [_scalars(tmp_path / name, "loss") for name in ("a", "b")]
+  assert sorted(losses[0]) == list(range(1, 21))
+  assert losses[0] == losses[1]  # exact float equality, dropout on
+  assert len(set(losses[0].values())) > 15  # real, changing losses
+  other_seed = _pretrain(data_dir, tmp_path / "c", num_train_steps=2, seed=6)
+  assert other_seed.returncode == 0
+  assert _scalars(tmp_path / "c", "loss")[1] != losses[0][1]
+
+
+# ------------------------------------------------------------ the soak
+def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
+  report_path = tmp_path / "soak.json"
+  run = subprocess.run(
+      [sys.executable, "tools/soak.py", f"--work_dir={tmp_path / 'soak'}",
+       "--kills=10", "--num_train_steps=100", "--tfrecords_kills=3",
+       "--finetuning_kills=4", "--corpus_lines=1500", f"--report={report_path}",
+       f"--vocab_file={shared_dir / 'data' / 'vocab' / 'bert_uncased_vocab.txt'}",
+       f"--corpus_file={shared_dir / 'data' / 'corpus' / 'wikitext-2' / 'wiki.valid.raw'}",
+       f"--glue_dir={shared_dir / 'data' / 'finetuning_data'}"],
+      cwd=REPO, env=_env(), text=True, capture_output=True, timeout=1500)
+  report = json.loads(report_path.read_text())
+  assert run.returncode == 0 and report["ok"], (report["failure"], run.stdout[-3000:])
+  jobs = {job["job"]: job for job in report["jobs"]}
+  assert set(jobs) == {"tfrecords", "pretraining", "finetuning"}
+  assert jobs["pretraining"]["kills"] == 10
+  assert jobs["pretraining"]["kills_in_the_act"]["save"] >= 1
+  assert jobs["pretraining"]["final_step"] == 100
+  assert jobs["pretraining"]["values_identical"] > 40
+  assert jobs["pretraining"]["logged_steps_identical"] == 100
+  assert jobs["tfrecords"]["files_identical"] == 4
+  assert jobs["finetuning"]["values_identical"] > 20

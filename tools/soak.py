@@ -1,0 +1,554 @@
+"""Kill -9 soak test: the jobs survive SIGKILL anywhere and lose nothing.
+
+    python tools/soak.py --work_dir=/tmp/soak                   # short form (CI)
+    python tools/soak.py --work_dir=/tmp/soak --kills=40 --num_train_steps=600 \\
+        --tfrecords_kills=10 --finetuning_kills=15               # long form
+
+For each job — `data_prep/build_tfrecords.py`, `run_pretraining.py` (train,
+eval, export), `run_finetuning.py` (train, eval, export) — the soak:
+
+  1. runs the command once, uninterrupted: the reference;
+  2. runs the same command in a fresh directory and sends SIGKILL at chosen
+     moments, rerunning the same command after each kill, until the planned
+     kills are spent and a last rerun exits 0.  Moments: random times since
+     start (TensorFlow import, tracing, training), during a checkpoint save
+     (a `ckpt-<n>_temp` folder exists), during a TFRecord write (a `.partial`
+     file exists), during evaluation and during export (after the job's log
+     line announcing them);
+  3. after every kill checks that the checkpoints the `checkpoint` state file
+     lists (the latest among them) read back completely and that every file
+     under a final name is complete (TFRecords read to the end, JSON parses);
+  4. at the end checks that the run reached exactly its last step, that no
+     temporary or orphaned file is left anywhere, and that the outputs equal
+     the reference: the final checkpoints (weights, Adam slots, step counter)
+     and the logged losses bit for bit, the evaluation results, the
+     TFRecords byte for byte.
+
+Prints one line per attempt and a summary; writes the summary as JSON to
+--report; exits 1 when a check fails.  Needs the BERT vocab, a text corpus
+and GLUE RTE (defaults: ../shared/data beside the checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import os
+import pathlib
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# What a finished job must not leave anywhere under its output directory.
+DEBRIS = re.compile(r"(_temp$|\.tempstate\d+$|^checkpoint\.tmp[0-9a-f]{32}$|"
+                    r"\.tmp-\d+$|\.old-\d+$|\.partial$)")
+STEP_LOSS = re.compile(r"^step (\d+)/\d+ = .*? - loss ([-+0-9.eE]+|nan|inf)")
+
+PRETRAIN_HPARAMS = {
+    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
+    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2,
+                               "num_attention_heads": 2, "intermediate_size": 64},
+    "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
+    "eval_batch_size": 8, "num_warmup_steps": 10, "save_checkpoints_steps": 10,
+    "keep_checkpoint_max": 3, "num_eval_steps": 20, "log_every": 1, "seed": 7,
+}
+FINETUNE_HPARAMS = {
+    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
+    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2,
+                               "num_attention_heads": 2, "intermediate_size": 64},
+    "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 16,
+    "num_train_epochs": 3.0, "save_checkpoints_steps": 4, "iterations_per_loop": 2,
+    "seed": 3,
+}
+
+
+class SoakFailure(AssertionError):
+  pass
+
+
+def check(condition: bool, message: str) -> None:
+  if not condition:
+    raise SoakFailure(message)
+
+
+# ------------------------------------------------------------ processes
+class Attempt:
+  """One run of a job's command, with its log lines and their times."""
+
+  def __init__(self, command: Sequence[str], log_path: pathlib.Path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    self.start = time.time()
+    self.lines: List[tuple] = []  # (seconds since start, line)
+    self._log = open(log_path, "w", encoding="utf-8")
+    self.process = subprocess.Popen([sys.executable, *command], cwd=REPO, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace")
+    self._reader = threading.Thread(target=self._read, daemon=True)
+    self._reader.start()
+
+  def _read(self) -> None:
+    for line in self.process.stdout:
+      self.lines.append((time.time() - self.start, line.rstrip("\n")))
+      self._log.write(line)
+    self._log.close()
+
+  def running(self) -> bool:
+    return self.process.poll() is None
+
+  def seen(self, pattern: str) -> Optional[float]:
+    for when, line in list(self.lines):
+      if pattern in line:
+        return when
+    return None
+
+  def kill(self) -> bool:
+    """SIGKILL; True if the process was still running."""
+    if not self.running():
+      return False
+    os.kill(self.process.pid, signal.SIGKILL)
+    return True
+
+  def wait(self, timeout: float = 900) -> int:
+    code = self.process.wait(timeout=timeout)
+    self._reader.join(timeout=30)
+    return code
+
+  def text(self) -> str:
+    return "\n".join(line for _, line in self.lines)
+
+
+@dataclasses.dataclass
+class Moment:
+  """When to kill: `kind` random / path / line; see `Moment.wait_and_kill`."""
+  kind: str
+  label: str
+  delay: float = 0.0  # random: seconds since start (set per attempt); line: after the line
+  fraction: float = 0.0  # random: where in the attempt's expected life to kill
+  pattern: str = ""  # path: a glob under the output dir; line: log text
+  end_pattern: str = ""  # line: the log text that ends the phase
+
+  def wait_and_kill(self, attempt: Attempt, root: pathlib.Path) -> Dict:
+    """Waits for the moment (or the end of the run) and kills; returns a record."""
+    hit = False
+    if self.kind == "random":
+      while attempt.running() and time.time() - attempt.start < self.delay:
+        time.sleep(0.005)
+      hit = attempt.running()
+    elif self.kind == "path":  # a file this attempt is writing (not debris of the last)
+      while attempt.running():
+        if any(_modified_since(path, attempt.start)
+               for path in glob.glob(str(root / self.pattern), recursive=True)):
+          hit = True
+          break
+        time.sleep(0.0005)
+    else:
+      while attempt.running() and attempt.seen(self.pattern) is None:
+        time.sleep(0.005)
+      if attempt.running():
+        time.sleep(self.delay)
+        hit = attempt.running() and attempt.seen(self.end_pattern) is None
+    killed = attempt.kill()
+    code = attempt.wait()
+    return {"moment": self.label, "at_s": round(time.time() - attempt.start, 3),
+            "killed": killed, "hit": hit and killed, "exit": code}
+
+
+def _modified_since(path: str, start: float) -> bool:
+  try:
+    return os.stat(path).st_mtime >= start
+  except FileNotFoundError:
+    return False
+
+
+# ------------------------------------------------------------ checks
+def debris(root: pathlib.Path) -> List[str]:
+  found = []
+  for directory, dirs, files in os.walk(root):
+    found += [os.path.join(directory, n) for n in dirs + files if DEBRIS.search(n)]
+  return sorted(found)
+
+
+def read_checkpoint(prefix: str) -> Dict[str, object]:
+  """Every tensor of a checkpoint (reading them all detects truncation)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(prefix)
+  return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()}
+
+
+def listed_checkpoints(directory: pathlib.Path) -> List[str]:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(str(directory))
+  if state is None:
+    return []
+  paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+  return [p if os.path.isabs(p) else str(directory / p) for p in paths]
+
+
+def check_checkpoint_dirs(root: pathlib.Path) -> int:
+  """Every checkpoint any state file under `root` lists reads back; count."""
+  count = 0
+  for state_file in root.rglob("checkpoint"):
+    if not state_file.is_file():
+      continue
+    for prefix in listed_checkpoints(state_file.parent):
+      try:
+        read_checkpoint(prefix)
+      except Exception as e:  # pylint: disable=broad-except
+        raise SoakFailure(f"listed checkpoint {prefix} does not restore: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0]}") from e
+      count += 1
+  return count
+
+
+def check_final_files(root: pathlib.Path) -> None:
+  """Files under final names are complete: JSON parses, TFRecords and
+  TensorBoard event files read through, SavedModel variables restore."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for path in root.rglob("*.json"):
+    if not DEBRIS.search(path.name):
+      try:
+        json.loads(path.read_text(encoding="utf-8"))
+      except ValueError as e:
+        raise SoakFailure(f"{path} is not complete JSON: {e}") from e
+  for path in root.rglob("pretrain_data.tfrecord-*"):
+    try:
+      for _ in tf.data.TFRecordDataset(str(path)):
+        pass
+    except tf.errors.OpError as e:
+      raise SoakFailure(f"{path} is truncated: {e.message.splitlines()[0]}") from e
+  for events in root.rglob("events.out.tfevents.*"):
+    try:
+      for _ in tf.compat.v1.train.summary_iterator(str(events)):
+        pass
+    except tf.errors.OpError as e:
+      raise SoakFailure(f"{events} is truncated: {e.message.splitlines()[0]}") from e
+  for saved_model in root.rglob("saved_model.pb"):
+    index = saved_model.parent / "variables" / "variables.index"
+    check(index.is_file(), f"{saved_model.parent} lacks its variables")
+    read_checkpoint(str(index)[:-len(".index")])
+
+
+def logged_losses(texts: Sequence[str]) -> Dict[int, str]:
+  """step -> logged loss (as printed) over the logs of all attempts."""
+  losses: Dict[int, str] = {}
+  for text in texts:
+    for line in text.splitlines():
+      match = STEP_LOSS.match(line)
+      if match:
+        step, loss = int(match.group(1)), match.group(2)
+        check(losses.get(step, loss) == loss,
+              f"step {step} logged loss {loss} after a resume, {losses.get(step)} before")
+        losses[step] = loss
+  return losses
+
+
+def compare_checkpoints(reference: str, soaked: str) -> int:
+  """Bit-exact equality of every saved value; returns how many were compared."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  want, got = read_checkpoint(reference), read_checkpoint(soaked)
+  values = [k for k in want if k.endswith("VARIABLE_VALUE")]
+  check(sorted(values) == sorted(k for k in got if k.endswith("VARIABLE_VALUE")),
+        f"{soaked} holds other variables than {reference}")
+  for key in values:
+    check(np.array_equal(want[key], got[key]),
+          f"{key} differs between {reference} and {soaked}")
+  return len(values)
+
+
+# ------------------------------------------------------------ the jobs
+@dataclasses.dataclass
+class Job:
+  name: str
+  command: Callable[[pathlib.Path], List[str]]  # output dir -> argv
+  moments: Callable[[Attempt], List[Moment]]  # reference attempt -> kill plan
+  verify: Callable[[pathlib.Path, pathlib.Path, List[str]], Dict]  # ref, soaked, logs
+  done: Callable[[pathlib.Path, Attempt], float] = lambda _dir, _ref: 0.0  # work done
+
+
+def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
+         log: Callable[[str], None]) -> Dict:
+  """The reference run, the killed runs, the checks; returns the job's summary."""
+  reference_dir, soaked_dir = work_dir / f"{job.name}_reference", work_dir / f"{job.name}_soak"
+  for directory in (reference_dir, soaked_dir):
+    shutil.rmtree(directory, ignore_errors=True)
+  logs_dir = work_dir / "logs"
+  logs_dir.mkdir(parents=True, exist_ok=True)
+  reference = Attempt(job.command(reference_dir), logs_dir / f"{job.name}_reference.log")
+  code = reference.wait()
+  check(code == 0, f"{job.name}: the reference run failed (exit {code}); see "
+        f"{logs_dir / (job.name + '_reference.log')}")
+  duration = time.time() - reference.start
+  log(f"[{job.name}] reference run: {duration:.1f} s")
+  plan = job.moments(reference)
+  rng.shuffle(plan)
+  # Eval and export come last in a run: kill there once training is done.
+  plan.sort(key=lambda m: m.label in ("eval", "export"))
+  records, texts, checked = [], [], 0
+  attempt_index = 0
+  startup = min([when for when, line in reference.lines if STEP_LOSS.match(line)] or [0.0])
+  for moment in plan + [None]:
+    attempt_index += 1
+    if moment is not None and moment.kind == "random":
+      # Uniform over this attempt's expected life: start-up, then what is left.
+      remaining = (duration - startup) * (1.0 - job.done(soaked_dir, reference))
+      moment = dataclasses.replace(moment, delay=moment.fraction * (startup + remaining))
+    attempt = Attempt(job.command(soaked_dir),
+                      logs_dir / f"{job.name}_attempt{attempt_index:02d}.log")
+    if moment is None:
+      code = attempt.wait()
+      texts.append(attempt.text())
+      check(code == 0, f"{job.name}: the last rerun failed (exit {code}): "
+            f"{attempt.text()[-2000:]}")
+      log(f"[{job.name}] final rerun: exit 0 after {time.time() - attempt.start:.1f} s")
+      break
+    record = moment.wait_and_kill(attempt, soaked_dir)
+    texts.append(attempt.text())
+    check(record["killed"] or record["exit"] == 0,
+          f"{job.name}: attempt {attempt_index} failed by itself (exit "
+          f"{record['exit']}): {attempt.text()[-2000:]}")
+    checked += check_checkpoint_dirs(soaked_dir)
+    check_final_files(soaked_dir)
+    records.append(record)
+    log(f"[{job.name}] attempt {attempt_index}: {record['moment']} -> "
+        f"{'killed' if record['killed'] else 'finished first'} at {record['at_s']} s"
+        f"{' (in the act)' if record['hit'] else ''}")
+  leftovers = debris(soaked_dir)
+  check(not leftovers, f"{job.name}: debris left: {leftovers[:5]}")
+  check_final_files(soaked_dir)
+  summary = {"job": job.name, "kills": sum(r["killed"] for r in records),
+             "kills_in_the_act": {label: sum(r["hit"] for r in records if r["moment"] == label)
+                                  for label in sorted({r["moment"] for r in records})},
+             "attempts": records, "checkpoint_reads_after_kills": checked,
+             "reference_seconds": round(duration, 1)}
+  summary.update(job.verify(reference_dir, soaked_dir, texts + [reference.text()]))
+  return summary
+
+
+def random_moments(count: int, rng: random.Random) -> List[Moment]:
+  return [Moment("random", "random", fraction=rng.uniform(0.05, 1.0)) for _ in range(count)]
+
+
+def checkpoint_progress(directory: pathlib.Path, total_steps: int) -> float:
+  """Fraction of the steps the latest checkpoint under `directory` holds."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  latest = tf.train.latest_checkpoint(str(directory))
+  return int(latest.rsplit("-", 1)[1]) / total_steps if latest else 0.0
+
+
+def line_moment(reference: Attempt, label: str, start: str, end: str,
+                rng: random.Random) -> Moment:
+  """Kill a random time into the phase the reference logged between two lines."""
+  began, ended = reference.seen(start), reference.seen(end)
+  span = max((ended or began or 0) - (began or 0), 0.05)
+  return Moment("line", label, delay=rng.uniform(0, 0.8 * span), pattern=start,
+                end_pattern=end)
+
+
+def tfrecords_job(args, rng: random.Random) -> Job:
+  def command(out: pathlib.Path) -> List[str]:
+    return ["data_prep/build_tfrecords.py", f"--corpus_dir={args.corpus_dir}",
+            f"--vocab_file={args.vocab_file}", f"--output_dir={out}",
+            "--max_seq_length=32", "--num_out_files=4", "--seed=11"]
+
+  def moments(reference: Attempt) -> List[Moment]:
+    n_write = max(1, args.tfrecords_kills // 2)
+    return ([Moment("path", "write", pattern=".*.partial")] * n_write +
+            random_moments(args.tfrecords_kills - n_write, rng))
+
+  def verify(reference_dir, soaked_dir, _texts) -> Dict:
+    names = sorted(p.name for p in reference_dir.glob("pretrain_data.tfrecord-*"))
+    check(names == sorted(p.name for p in soaked_dir.glob("pretrain_data.tfrecord-*")),
+          "tfrecords: other output files than the reference")
+    for name in names:
+      check((reference_dir / name).read_bytes() == (soaked_dir / name).read_bytes(),
+            f"tfrecords: {name} differs from the reference")
+    return {"files_identical": len(names)}
+
+  return Job("tfrecords", command, moments, verify)
+
+
+def final_step_checks(reference_dir: pathlib.Path, soaked_dir: pathlib.Path,
+                      total_steps: int, texts: Sequence[str]) -> Dict:
+  """Exact last step, identical final checkpoint and logged losses."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  latest = tf.train.latest_checkpoint(str(soaked_dir))
+  check(latest is not None and latest.endswith(f"ckpt-{total_steps}"),
+        f"{soaked_dir}: latest checkpoint {latest}, expected ckpt-{total_steps}")
+  iterations = [v for k, v in read_checkpoint(latest).items()
+                if k.startswith("optimizer/") and "/_iterations/" in k]
+  check(iterations and int(iterations[0]) == total_steps,
+        f"{latest}: optimizer step {iterations}, expected {total_steps}")
+  compared = compare_checkpoints(tf.train.latest_checkpoint(str(reference_dir)), latest)
+  reference_losses = logged_losses(texts[-1:])
+  soaked_losses = logged_losses(texts[:-1])
+  check(soaked_losses == reference_losses,
+        "logged losses differ from the reference at steps "
+        f"{sorted(s for s in reference_losses if soaked_losses.get(s) != reference_losses[s])[:10]}")
+  return {"final_step": total_steps, "values_identical": compared,
+          "logged_steps_identical": len(reference_losses)}
+
+
+def pretraining_job(args, data_dir: pathlib.Path, rng: random.Random) -> Job:
+  hparams = dict(PRETRAIN_HPARAMS, num_train_steps=args.num_train_steps)
+
+  def command(out: pathlib.Path) -> List[str]:
+    return ["run_pretraining.py", f"--data_dir={data_dir}", f"--model_dir={out}",
+            f"--hparams={json.dumps(hparams)}", "--do_train", "--do_eval",
+            f"--export_dir={out / 'export'}", "--strategy=one_device"]
+
+  def moments(reference: Attempt) -> List[Moment]:
+    n_save = max(2, args.kills // 4)
+    return ([Moment("path", "save", pattern="ckpt-*_temp")] * n_save +
+            [line_moment(reference, "eval", "Evaluating the latest", "Exporting the", rng),
+             line_moment(reference, "export", "Exporting the", "Exported the", rng)] +
+            random_moments(args.kills - n_save - 2, rng))
+
+  def verify(reference_dir, soaked_dir, texts) -> Dict:
+    result = final_step_checks(reference_dir, soaked_dir, args.num_train_steps, texts)
+    for name in ("unsup_results.json",):
+      want = json.loads((reference_dir / "results" / name).read_text())
+      got = json.loads((soaked_dir / "results" / name).read_text())
+      check(want == got, f"pretraining: eval results differ: {want} vs {got}")
+    check((soaked_dir / "export" / "saved_model.pb").is_file(), "pretraining: no export")
+    result["eval_results_identical"] = True
+    return result
+
+  return Job("pretraining", command, moments, verify,
+             done=lambda out, _: checkpoint_progress(out, args.num_train_steps))
+
+
+def finetuning_job(args, data_dir: pathlib.Path, init_dir: pathlib.Path,
+                   rng: random.Random) -> Job:
+  def command(out: pathlib.Path) -> List[str]:
+    return ["run_finetuning.py", f"--data_dir={data_dir}", f"--model_dir={out}",
+            "--task_names=rte", f"--init_checkpoint={init_dir}",
+            f"--hparams={json.dumps(FINETUNE_HPARAMS)}", "--strategy=one_device",
+            f"--export_dir={out / 'export'}"]
+
+  def moments(reference: Attempt) -> List[Moment]:
+    n_save = max(1, args.finetuning_kills // 3)
+    plan = [Moment("path", "save", pattern="**/ckpt-*_temp")] * n_save
+    plan += [line_moment(reference, "eval", "Run dev set evaluation", "Exported the", rng)]
+    return plan + random_moments(args.finetuning_kills - len(plan), rng)
+
+  def verify(reference_dir, soaked_dir, texts) -> Dict:
+    steps = int(re.search(r"Training for (\d+) steps", texts[-1]).group(1))
+    result = final_step_checks(reference_dir / "trial_1", soaked_dir / "trial_1",
+                               steps, texts)
+    want = (reference_dir / "results" / "rte_dev_metrics.json")
+    got = (soaked_dir / "results" / "rte_dev_metrics.json")
+    if want.is_file():
+      check(json.loads(want.read_text()) == json.loads(got.read_text()),
+            "finetuning: dev metrics differ from the reference")
+    check((soaked_dir / "export" / "rte" / "saved_model.pb").is_file(), "finetuning: no export")
+    return result
+
+  def done(out: pathlib.Path, reference: Attempt) -> float:
+    total = int(re.search(r"Training for (\d+) steps", reference.text()).group(1))
+    return checkpoint_progress(out / "trial_1", total)
+
+  return Job("finetuning", command, moments, verify, done)
+
+
+def finetuning_data(work_dir: pathlib.Path, vocab_file: str, glue_dir: str) -> pathlib.Path:
+  root = work_dir / "finetuning_data_dir"
+  task_dir = root / "finetuning_data" / "rte"
+  task_dir.mkdir(parents=True, exist_ok=True)
+  for split in ("train", "dev"):
+    shutil.copyfile(os.path.join(glue_dir, "rte", f"{split}.tsv"), task_dir / f"{split}.tsv")
+  shutil.copyfile(vocab_file, root / "vocab.txt")
+  return root
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--work_dir", required=True, help="scratch folder (replaced)")
+  parser.add_argument("--kills", type=int, default=10, help="kills of the pre-training job")
+  parser.add_argument("--tfrecords_kills", type=int, default=3)
+  parser.add_argument("--finetuning_kills", type=int, default=4)
+  parser.add_argument("--num_train_steps", type=int, default=200)
+  parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
+  parser.add_argument("--jobs", default="tfrecords,pretraining,finetuning")
+  parser.add_argument("--vocab_file", default=str(SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"))
+  parser.add_argument("--corpus_file", default=str(SHARED_DATA / "corpus" / "wikitext-2" / "wiki.valid.raw"))
+  parser.add_argument("--corpus_lines", type=int, default=3000,
+                      help="lines of --corpus_file to pre-train on")
+  parser.add_argument("--glue_dir", default=str(SHARED_DATA / "finetuning_data"))
+  parser.add_argument("--report", default=None, help="JSON summary (default: work_dir/soak.json)")
+  args = parser.parse_args(argv)
+  for flag in ("vocab_file", "corpus_file"):
+    if not os.path.isfile(getattr(args, flag)):
+      parser.error(f"--{flag}: {getattr(args, flag)} is not a file")
+  if not os.path.isfile(os.path.join(args.glue_dir, "rte", "train.tsv")):
+    parser.error(f"--glue_dir: {args.glue_dir} has no rte/train.tsv")
+  work_dir = pathlib.Path(args.work_dir).resolve()
+  shutil.rmtree(work_dir, ignore_errors=True)
+  corpus_dir = work_dir / "corpus"
+  corpus_dir.mkdir(parents=True)
+  with open(args.corpus_file, encoding="utf-8") as f:
+    lines = [next(f, "") for _ in range(args.corpus_lines)]
+  (corpus_dir / "corpus.txt").write_text("".join(lines), encoding="utf-8")
+  args.corpus_dir = str(corpus_dir)
+  rng = random.Random(args.seed)
+  started = time.time()
+
+  def log(message: str) -> None:
+    print(f"{time.time() - started:7.1f}s {message}", flush=True)
+
+  summaries, failure = [], None
+  jobs = args.jobs.split(",")
+  try:
+    tfrecords = tfrecords_job(args, rng)
+    # Pre-training reads the reference TFRecords; fine-tuning starts from the
+    # reference pre-trained model: each job's reference is the next one's input.
+    summaries.append(soak(tfrecords, work_dir, rng, log) if "tfrecords" in jobs else None)
+    if "tfrecords" not in jobs:
+      Attempt(tfrecords.command(work_dir / "tfrecords_reference"),
+              work_dir / "tfrecords_reference.log").wait()
+    data_dir = work_dir / "pretrain_data_dir"
+    (data_dir / "pretrain_tfrecords").mkdir(parents=True)
+    for path in (work_dir / "tfrecords_reference").glob("pretrain_data.tfrecord-*"):
+      shutil.copyfile(path, data_dir / "pretrain_tfrecords" / path.name)
+    shutil.copyfile(args.vocab_file, data_dir / "vocab.txt")
+    if "pretraining" in jobs or "finetuning" in jobs:
+      summaries.append(soak(pretraining_job(args, data_dir, rng), work_dir, rng, log))
+    if "finetuning" in jobs:
+      summaries.append(soak(finetuning_job(
+          args, finetuning_data(work_dir, args.vocab_file, args.glue_dir),
+          work_dir / "pretraining_reference", rng), work_dir, rng, log))
+  except SoakFailure as e:
+    failure = str(e)
+  report = {"ok": failure is None, "failure": failure,
+            "seconds": round(time.time() - started, 1),
+            "jobs": [s for s in summaries if s]}
+  report_path = args.report or str(work_dir / "soak.json")
+  with open(report_path, "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=2)
+  for summary in report["jobs"]:
+    log(f"[{summary['job']}] {summary['kills']} kills survived "
+        f"(in the act: {summary['kills_in_the_act']}); "
+        + ", ".join(f"{k} {v}" for k, v in summary.items()
+                    if k not in ("job", "kills", "kills_in_the_act", "attempts")))
+  if failure:
+    print(f"soak: FAILED: {failure}", file=sys.stderr, flush=True)
+    return 1
+  log(f"soak: OK; report in {report_path}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
