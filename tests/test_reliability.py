@@ -300,8 +300,8 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   report_path = tmp_path / "soak.json"
   run = subprocess.run(
       [sys.executable, "tools/soak.py", f"--work_dir={tmp_path / 'soak'}",
-       "--kills=10", "--num_train_steps=100", "--tfrecords_kills=3",
-       "--finetuning_kills=4", "--corpus_lines=1500", f"--report={report_path}",
+       "--kills=10", "--num_train_steps=200", "--tfrecords_kills=2",
+       "--finetuning_kills=3", "--corpus_lines=1500", f"--report={report_path}",
        f"--vocab_file={shared_dir / 'data' / 'vocab' / 'bert_uncased_vocab.txt'}",
        f"--corpus_file={shared_dir / 'data' / 'corpus' / 'wikitext-2' / 'wiki.valid.raw'}",
        f"--glue_dir={shared_dir / 'data' / 'finetuning_data'}"],
@@ -312,8 +312,26 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   assert set(jobs) == {"tfrecords", "pretraining", "finetuning"}
   assert jobs["pretraining"]["kills"] == 10
   assert jobs["pretraining"]["kills_in_the_act"]["save"] >= 1
-  assert jobs["pretraining"]["final_step"] == 100
+  assert jobs["pretraining"]["final_step"] == 200
   assert jobs["pretraining"]["values_identical"] > 40
-  assert jobs["pretraining"]["logged_steps_identical"] == 100
-  assert jobs["tfrecords"]["files_identical"] == 4
-  assert jobs["finetuning"]["values_identical"] > 20
+  assert jobs["pretraining"]["logged_steps_identical"] == 200
+  assert jobs["tfrecords"]["files_identical"] == 4 and jobs["tfrecords"]["kills"] == 2
+  assert jobs["finetuning"]["kills"] == 3 and jobs["finetuning"]["values_identical"] > 20
+
+
+def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tmp_path):
+  from electra_tf import training
+  from electra_tf.config import PretrainingConfig
+  first = PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path)})
+  training.check_model_dir(first)
+  recorded = (tmp_path / "electra_config.json").read_text()
+  training.check_model_dir(first)  # the same configuration: accepted
+  other = PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path),
+                                    "vocab_size": 8000, "model_size": "base"})
+  with pytest.raises(training.TrainingError) as error:
+    training.check_model_dir(other)
+  message = str(error.value)
+  assert message.startswith(f"model_dir {tmp_path} holds a run of another configuration (")
+  assert "model_size: 'small' there, 'base' now" in message
+  assert "vocab_size: 30522 there, 8000 now" in message
+  assert (tmp_path / "electra_config.json").read_text() == recorded

@@ -70,7 +70,7 @@ FINETUNE_HPARAMS = {
     "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2,
                                "num_attention_heads": 2, "intermediate_size": 64},
     "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 16,
-    "num_train_epochs": 3.0, "save_checkpoints_steps": 4, "iterations_per_loop": 2,
+    "num_train_epochs": 8.0, "save_checkpoints_steps": 8, "iterations_per_loop": 4,
     "seed": 3,
 }
 
@@ -295,13 +295,25 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
   log(f"[{job.name}] reference run: {duration:.1f} s")
   plan = job.moments(reference)
   rng.shuffle(plan)
-  # Eval and export come last in a run: kill there once training is done.
-  plan.sort(key=lambda m: m.label in ("eval", "export"))
-  records, texts, checked = [], [], 0
-  attempt_index = 0
+  # Saves need training left to do, eval and export come after it: kill
+  # during saves first, at random moments next, in eval and export last.
+  order = {"save": 0, "write": 0, "eval": 2, "export": 3}
+  plan.sort(key=lambda m: order.get(m.label, 1))
+  records: List[Dict] = []
+  texts: List[str] = []
+  checked, attempt_index = 0, 0
   startup = min([when for when, line in reference.lines if STEP_LOSS.match(line)] or [0.0])
-  for moment in plan + [None]:
+  # A planned moment the run outlived (it finished first) is replaced by a
+  # random one, so the job is killed as many times as planned.
+  while True:
     attempt_index += 1
+    kills = sum(r["killed"] for r in records)
+    if attempt_index <= len(plan):
+      moment = plan[attempt_index - 1]
+    elif kills < len(plan) and attempt_index <= 3 * len(plan):
+      moment = random_moments(1, rng)[0]
+    else:
+      moment = None
     if moment is not None and moment.kind == "random":
       # Uniform over this attempt's expected life: start-up, then what is left.
       remaining = (duration - startup) * (1.0 - job.done(soaked_dir, reference))
