@@ -57,22 +57,19 @@ DEBRIS = re.compile(r"(_temp$|\.tempstate\d+$|^checkpoint\.tmp[0-9a-f]{32}$|"
                     r"\.tmp-\d+$|\.old-\d+$|\.partial$)")
 STEP_LOSS = re.compile(r"^step (\d+)/\d+ = .*? - loss ([-+0-9.eE]+|nan|inf)")
 
-PRETRAIN_HPARAMS = {
+# A tiny ELECTRA-Small; fine-tuning starts from the pre-trained reference.
+TINY_MODEL = {
     "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
     "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2,
                                "num_attention_heads": 2, "intermediate_size": 64},
-    "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
-    "eval_batch_size": 8, "num_warmup_steps": 10, "save_checkpoints_steps": 10,
-    "keep_checkpoint_max": 3, "num_eval_steps": 20, "log_every": 1, "seed": 7,
 }
-FINETUNE_HPARAMS = {
-    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
-    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 2,
-                               "num_attention_heads": 2, "intermediate_size": 64},
-    "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 16,
-    "num_train_epochs": 8.0, "save_checkpoints_steps": 8, "iterations_per_loop": 4,
-    "seed": 3,
-}
+PRETRAIN_HPARAMS = dict(
+    TINY_MODEL, generator_hidden_size=0.5, max_seq_length=32, train_batch_size=8,
+    eval_batch_size=8, num_warmup_steps=10, save_checkpoints_steps=10,
+    keep_checkpoint_max=3, num_eval_steps=20, log_every=1, seed=7)
+FINETUNE_HPARAMS = dict(
+    TINY_MODEL, max_seq_length=64, train_batch_size=8, eval_batch_size=16,
+    num_train_epochs=8.0, save_checkpoints_steps=8, iterations_per_loop=4, seed=3)
 
 
 class SoakFailure(AssertionError):
