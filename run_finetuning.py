@@ -29,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
 from electra_tf import config as config_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -72,7 +73,6 @@ def main(argv):
     return 2
   # Imported here so that --help and flag or hparam errors do not pay for
   # TensorFlow.
-  from electra_tf import cli  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
 
   with cli.one_line_errors():
@@ -98,4 +98,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.flags_parser())

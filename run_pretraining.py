@@ -21,6 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
 from electra_tf import config as config_lib  # noqa: E402
 from electra_tf import demo  # noqa: E402
 
@@ -53,10 +54,7 @@ flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step (overrides
 
 def main(argv):
   del argv
-  # Imported here so that --help and flag errors do not pay for TensorFlow.
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from electra_tf import cli
-  from electra_tf import training
   logging.set_verbosity(logging.WARNING)
 
   use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
@@ -77,9 +75,12 @@ def main(argv):
       config = config_lib.from_flags(FLAGS.hparams, overrides, data_dir=FLAGS.data_dir,
                                      model_name=FLAGS.model_name)
     export_dir = FLAGS.export_dir or (demo.export_dir(config) if use_demo else None)
+    # Imported once the flags and hparams are valid, so that their errors do
+    # not pay for TensorFlow.
+    from electra_tf import training  # pylint: disable=g-import-not-at-top
     training.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
                  init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
 
 
 if __name__ == "__main__":
-  sys.exit(app.run(main))
+  sys.exit(app.run(main, flags_parser=cli.flags_parser()))

@@ -3,13 +3,16 @@
   python data_prep/build_tfrecords.py --corpus_dir=DIR --vocab_file=FILE \
       --output_dir=DIR [--max_seq_length=128] [--num_processes=1] \
       [--num_out_files=1000] [--noblanks_separate_docs] [--nodo_lower_case] \
-      [--nostrip_accents] [--seed=N] [--tokenizer=fast|reference]
+      [--nostrip_accents] [--seed=N] [--tokenizer=fast|reference] \
+      [--skip_invalid_utf8]
 
 Input: every non-hidden file under the corpus dir (recursively, in sorted
 order); `*.gz` files are decompressed, the others read as UTF-8 text. A line
 is a sentence; a blank line ends a document (with --blanks_separate_docs), and
-so does the end of a file. Lines that are not valid UTF-8 are skipped and
-counted, empty files are counted.
+so does the end of a file. A line that is not valid UTF-8 (a binary file, a
+file in another encoding) stops the build with an error naming the file, line
+and byte offset, unless --skip_invalid_utf8 asks to skip and count such lines;
+empty files are counted.
 
 Output: `output_dir/pretrain_data.tfrecord-I-of-N`, tf.train.Example records
 with int64 features of length S = max_seq_length:
@@ -23,8 +26,9 @@ i with i % N == j, cycling through them example by example, as official.
 
 Files are written under hidden temporary names and renamed only when the whole
 build has succeeded, so an interrupted or failed build leaves no file under a
-final name. Earlier `pretrain_data.tfrecord-*-of-*` files in output_dir are
-then removed (the official script deletes the whole output dir).
+final name (nor an output_dir it created). Earlier
+`pretrain_data.tfrecord-*-of-*` files in output_dir are then removed (the
+official script deletes the whole output dir).
 """
 
 from __future__ import annotations
@@ -221,20 +225,32 @@ class CorpusChunk:
   token_ids: Optional[List[List[int]]] = None  # of the non-blank lines
 
 
-def read_corpus_lines(path: str, chunk_lines: int = _CHUNK_LINES
-                      ) -> Iterator[CorpusChunk]:
-  """The lines of a text or .gz file, split at b"\\n" only (as official GFile)."""
+def read_corpus_lines(path: str, chunk_lines: int = _CHUNK_LINES,
+                      skip_invalid_utf8: bool = False) -> Iterator[CorpusChunk]:
+  """The lines of a text or .gz file, split at b"\\n" only (as official GFile).
+
+  A line that is not valid UTF-8 is a DataError naming the file, the line and
+  the byte offset (in the decompressed text of a .gz file), unless
+  `skip_invalid_utf8`: then its number goes to `invalid_line_numbers`.
+  """
   with open(path, "rb") as raw:
     stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
     line_no = 0
+    offset = 0  # of the current line in the (decompressed) text
     chunk = CorpusChunk(path, [], [])
     try:
       for raw_line in stream:
         line_no += 1
         try:
           chunk.lines.append(raw_line.decode("utf-8").strip())
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as e:
+          if not skip_invalid_utf8:
+            raise DataError(
+                f"corpus file {path}: line {line_no} is not valid UTF-8 ({e.reason} "
+                f"at byte offset {offset + e.start}); convert or remove the file, "
+                "or pass --skip_invalid_utf8 to skip such lines") from None
           chunk.invalid_line_numbers.append(line_no)
+        offset += len(raw_line)
         if len(chunk.lines) >= chunk_lines:
           chunk.bytes_read = raw.tell()
           yield chunk
@@ -251,13 +267,14 @@ def _tokenize_chunk(tokenizer, chunk: CorpusChunk) -> CorpusChunk:
   return chunk
 
 
-def _tokenized_chunks(paths: Sequence[str], tokenizer) -> Iterator[CorpusChunk]:
+def _tokenized_chunks(paths: Sequence[str], tokenizer, skip_invalid_utf8: bool
+                      ) -> Iterator[CorpusChunk]:
   """The chunks of all files, tokenized; while the caller uses one chunk, the
   next is tokenized in a thread (tensorflow ops release the GIL)."""
   with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
     pending = None
     for path in paths:
-      for chunk in read_corpus_lines(path):
+      for chunk in read_corpus_lines(path, skip_invalid_utf8=skip_invalid_utf8):
         future = pool.submit(_tokenize_chunk, tokenizer, chunk)
         if pending is not None:
           yield pending.result()
@@ -279,6 +296,7 @@ class BuildOptions:
   strip_accents: bool
   seed: Optional[int]
   tokenizer: str
+  skip_invalid_utf8: bool
 
 
 def output_file_name(index: int, num_out_files: int) -> str:
@@ -341,7 +359,7 @@ def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
   document_has_tokens = False
   file_has_text = False
   try:
-    for chunk in _tokenized_chunks(files, tokenizer):
+    for chunk in _tokenized_chunks(files, tokenizer, options.skip_invalid_utf8):
       if chunk.invalid_line_numbers:
         stats["invalid_utf8_lines"] += len(chunk.invalid_line_numbers)
         print(f"job {job_id}: corpus file {chunk.path}: skipped "
@@ -440,7 +458,7 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
                     num_out_files: int = 1000, num_processes: int = 1,
                     blanks_separate_docs: bool = True, do_lower_case: bool = True,
                     strip_accents: bool = True, seed: Optional[int] = None,
-                    tokenizer: str = "fast",
+                    tokenizer: str = "fast", skip_invalid_utf8: bool = False,
                     log: Callable[[str], None] = lambda s: print(s, flush=True),
                     ) -> Dict[str, float]:
   """Builds the TFRecords (module docstring) and returns the summary counters."""
@@ -449,20 +467,21 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
       max_seq_length=max_seq_length, num_out_files=num_out_files,
       num_processes=num_processes, blanks_separate_docs=blanks_separate_docs,
       do_lower_case=do_lower_case, strip_accents=strip_accents, seed=seed,
-      tokenizer=tokenizer)
+      tokenizer=tokenizer, skip_invalid_utf8=skip_invalid_utf8)
   _check_options(options)
   corpus_files = list_corpus_files(corpus_files_or_dir)
   tokenization.special_ids(tokenization.load_vocab(options.vocab_file),
                            options.vocab_file)
+  created_output_dir = not os.path.isdir(options.output_dir)
   os.makedirs(options.output_dir, exist_ok=True)
   temp_paths = [_temp_path(options, i) for i in range(num_out_files)]
   start = time.time()
+  final_names = set()
   try:
     summary = summarize(_run_jobs(corpus_files, options), time.time() - start)
     if not summary["examples"]:
       raise DataError(f"corpus: no text in the {len(corpus_files)} corpus file(s) "
                       "(all empty or not UTF-8); nothing written")
-    final_names = set()
     for i, temp in enumerate(temp_paths):
       final_names.add(output_file_name(i, num_out_files))
       os.replace(temp, os.path.join(options.output_dir, output_file_name(i, num_out_files)))
@@ -470,6 +489,8 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
     for temp in temp_paths:
       if os.path.exists(temp):
         os.remove(temp)
+    if created_output_dir and not final_names:  # failed: leave no trace
+      os.rmdir(options.output_dir)
   for name in os.listdir(options.output_dir):
     if _OUTPUT_NAME.fullmatch(name) and name not in final_names:
       os.remove(os.path.join(options.output_dir, name))
@@ -510,6 +531,9 @@ def _define_flags() -> None:
                        "Seed of the random choices (default: unseeded, as official).")
   flags.DEFINE_enum("tokenizer", "fast", TOKENIZERS,
                     "fast: tensorflow-text; reference: the pure-Python tokenizer.")
+  flags.DEFINE_bool("skip_invalid_utf8", False,
+                    "Skip (and count) corpus lines that are not valid UTF-8 "
+                    "instead of stopping with an error.")
   flags.mark_flags_as_required(["corpus_dir", "vocab_file", "output_dir"])
 
 
@@ -529,7 +553,8 @@ def main(argv: Sequence[str]) -> None:
           num_processes=FLAGS.num_processes,
           blanks_separate_docs=FLAGS.blanks_separate_docs,
           do_lower_case=FLAGS.do_lower_case, strip_accents=FLAGS.strip_accents,
-          seed=FLAGS.seed, tokenizer=FLAGS.tokenizer)
+          seed=FLAGS.seed, tokenizer=FLAGS.tokenizer,
+          skip_invalid_utf8=FLAGS.skip_invalid_utf8)
   except KeyboardInterrupt:
     print(f"{program}: interrupted; no output file was written", file=sys.stderr)
     sys.exit(130)
@@ -537,4 +562,4 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  app.run(main, flags_parser=cli.flags_parser("build_tfrecords.py"))

@@ -1,7 +1,8 @@
 """Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
 
   python data_prep/build_vocab.py (--corpus_dir=DIR | --corpus_files=A,B) \
-      --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents]
+      --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
+      [--skip_invalid_utf8]
 
 The text is split into words exactly as the project's tokenizer splits it
 (`tokenization.FastBasicTokenizer`: cleaning, CJK and punctuation splitting,
@@ -14,7 +15,8 @@ starts with the reserved tokens, in this order:
   0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
 then the single characters, their "##" forms and the learned pieces. Corpus
 files are read as by build_tfrecords.py (every non-hidden file, .gz
-decompressed, non-UTF-8 lines skipped); each line is one text.
+decompressed, a non-UTF-8 line an error unless --skip_invalid_utf8); each
+line is one text.
 """
 
 from __future__ import annotations
@@ -94,13 +96,15 @@ def _cap_size(vocab: List[str], vocab_size: int) -> List[str]:
   return [token for token in vocab if token in essential or token in kept]
 
 
-def read_corpus_texts(corpus: str | Sequence[str], name: str) -> Iterator[str]:
+def read_corpus_texts(corpus: str | Sequence[str], name: str,
+                      skip_invalid_utf8: bool = False) -> Iterator[str]:
   """Every non-blank line of the corpus files (listed, and checked, now)."""
   paths = build_tfrecords.list_corpus_files(corpus, name)
 
   def lines() -> Iterator[str]:
     for path in paths:
-      for chunk in build_tfrecords.read_corpus_lines(path):
+      for chunk in build_tfrecords.read_corpus_lines(
+          path, skip_invalid_utf8=skip_invalid_utf8):
         if chunk.invalid_line_numbers:
           print(f"build_vocab.py: corpus file {path}: skipped "
                 f"{len(chunk.invalid_line_numbers)} line(s) that are not valid UTF-8",
@@ -120,6 +124,9 @@ def _define_flags() -> None:
   flags.DEFINE_string("output_file", None, "Where the vocab is written.")
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
   flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
+  flags.DEFINE_bool("skip_invalid_utf8", False,
+                    "Skip corpus lines that are not valid UTF-8 instead of "
+                    "stopping with an error.")
   flags.mark_flags_as_required(["vocab_size", "output_file"])
   flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
 
@@ -128,9 +135,11 @@ def main(argv: Iterable[str]) -> None:
   del argv
   with cli.one_line_errors("build_vocab.py"):
     if FLAGS.corpus_dir:
-      texts = read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir")
+      texts = read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
+                                FLAGS.skip_invalid_utf8)
     else:
-      texts = read_corpus_texts(FLAGS.corpus_files, "--corpus_files")
+      texts = read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
+                                FLAGS.skip_invalid_utf8)
     vocab = build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
                         FLAGS.strip_accents)
     fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
@@ -139,4 +148,4 @@ def main(argv: Iterable[str]) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  app.run(main, flags_parser=cli.flags_parser("build_vocab.py"))

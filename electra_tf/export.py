@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import tensorflow as tf
 
 from electra_tf import checkpoints
 from electra_tf.cli import one_line_errors
-from electra_tf.config import PretrainingConfig, parse_hparams
+from electra_tf.config import ModelConfig, PretrainingConfig, parse_hparams
 from electra_tf.modeling.encoder import TransformerEncoder
 from electra_tf.modeling.pretrainer import ElectraPretrainer
 
@@ -40,11 +40,39 @@ def input_signature() -> List[tf.TensorSpec]:
   return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
 
 
-def check_sequence_length(input_ids: tf.Tensor, max_positions: int) -> None:
-  """Fails the serving call when seq exceeds the position table."""
-  tf.debugging.assert_less_equal(
-      tf.shape(input_ids)[1], max_positions,
-      message=f"sequence length exceeds max_position_embeddings {max_positions}")
+def check_serving_inputs(input_ids: tf.Tensor, input_mask: tf.Tensor,
+                         segment_ids: tf.Tensor, config: ModelConfig
+                         ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """The three serving inputs, gated by checks that fail the call with an
+  InvalidArgumentError naming the input and what is wrong.
+
+  The shapes must agree and seq fit the position table; ids must lie in
+  [0, vocab_size) and segment ids in [0, type_vocab_size).  On a GPU an
+  out-of-range embedding lookup silently returns zeros, hence the checks;
+  they run before the model (also before the CPU lookup's own error).
+  """
+  checks = [
+      tf.debugging.assert_equal(
+          tf.shape(input_mask), tf.shape(input_ids),
+          message="input_mask: shape differs from the shape of input_ids"),
+      tf.debugging.assert_equal(
+          tf.shape(segment_ids), tf.shape(input_ids),
+          message="segment_ids: shape differs from the shape of input_ids"),
+      tf.debugging.assert_less_equal(
+          tf.shape(input_ids)[1], config.max_position_embeddings,
+          message="input_ids: sequence length exceeds max_position_embeddings "
+                  f"{config.max_position_embeddings}"),
+  ]
+  for name, values, size, size_name in (
+      ("input_ids", input_ids, config.vocab_size, "vocab_size"),
+      ("segment_ids", segment_ids, config.type_vocab_size, "type_vocab_size")):
+    checks.append(tf.debugging.assert_non_negative(
+        values, message=f"{name}: holds a negative id"))
+    checks.append(tf.debugging.assert_less(
+        values, tf.constant(size, values.dtype),
+        message=f"{name}: holds an id >= {size_name} {size}"))
+  with tf.control_dependencies(checks):
+    return tuple(tf.identity(t) for t in (input_ids, input_mask, segment_ids))
 
 
 def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Module:
@@ -56,7 +84,8 @@ def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Mo
 
   @tf.function(input_signature=input_signature())
   def serve(input_ids, input_mask, segment_ids):
-    check_sequence_length(input_ids, encoder.config.max_position_embeddings)
+    input_ids, input_mask, segment_ids = check_serving_inputs(
+        input_ids, input_mask, segment_ids, encoder.config)
     outputs = encoder(input_ids, input_mask, segment_ids, training=False)
     sequence_output = tf.cast(outputs["sequence_output"], tf.float32)
     result = {"sequence_output": sequence_output,

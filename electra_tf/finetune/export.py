@@ -39,13 +39,13 @@ def check_exportable(task: Task) -> None:
 def serving_module(model: FinetuningModel, task: Task) -> tf.Module:
   """The tf.Module whose `serve` maps the three inputs to the task outputs."""
   check_exportable(task)
-  max_positions = model.encoder.config.max_position_embeddings
   label_specs = {key: spec for key, spec in task.feature_specs().items()
                  if key not in export_lib.INPUT_NAMES}
 
   @tf.function(input_signature=export_lib.input_signature())
   def serve(input_ids, input_mask, segment_ids):
-    export_lib.check_sequence_length(input_ids, max_positions)
+    input_ids, input_mask, segment_ids = export_lib.check_serving_inputs(
+        input_ids, input_mask, segment_ids, model.encoder.config)
     batch_size = tf.shape(input_ids)[:1]
     features = {"input_ids": input_ids, "input_mask": input_mask,
                 "segment_ids": segment_ids}
