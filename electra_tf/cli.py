@@ -31,10 +31,10 @@ def _user_errors() -> Tuple[Type[BaseException], ...]:
 # it, and the op names ("{{function_node ...}}", "[Op:ReadFile]") in a line.
 _TF_FRAMING = ("Graph execution error", "Detected at node", "<stack traces", "File ",
                "[[")
-_TF_OP_NAMES = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]")
+_TF_OP_NAMES = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]( name: \S*)?")
 
 
-def _message(error: BaseException) -> str:
+def error_message(error: BaseException) -> str:
   """The error as one line (an OpError: the first line of its message that
   says what went wrong)."""
   text = str(error)
@@ -57,7 +57,7 @@ def one_line_errors(program: str = os.path.basename(sys.argv[0])):
   except _user_errors() as e:  # evaluated when an exception arrives
     if os.environ.get("ELECTRA_TF_TRACEBACK"):
       raise
-    _fail(program, _message(e))
+    _fail(program, error_message(e))
 
 
 def flags_parser(program: str = os.path.basename(sys.argv[0])):
@@ -71,6 +71,6 @@ def flags_parser(program: str = os.path.basename(sys.argv[0])):
     try:
       return flags.FLAGS(list(argv))
     except flags.Error as e:
-      _fail(program, _message(e))
+      _fail(program, error_message(e))
 
   return parse

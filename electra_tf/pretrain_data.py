@@ -18,17 +18,21 @@ Batches (B examples, N = max_predictions_per_seq):
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional
 
 from google.protobuf.message import DecodeError
 import tensorflow as tf
 
+from electra_tf.cli import error_message
 from electra_tf.tokenization import DataError, SpecialIds
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 REPLACE_WITH_MASK_PROB = 0.85  # official: the other 15% keep their token
 _TRAIN_FILE_CYCLE = 4  # official num_cpu_threads: files read in parallel
 _TRAIN_SHUFFLE_BUFFER = 100  # official record shuffle buffer
+# How TensorFlow's record reader reports a bad record, with its byte offset.
+_BAD_RECORD = re.compile(r"(truncated|corrupted) record at (\d+)")
 
 
 # ---------------------------------------------------------------- records
@@ -63,7 +67,7 @@ def record_length(files: List[str]) -> int:
     try:
       first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as e:
-      raise DataError(f"TFRecord file {path}: unreadable ({e.message.splitlines()[0]})") from None
+      raise DataError(f"TFRecord file {path}: unreadable ({error_message(e)})") from None
     if first is None:
       continue
     try:
@@ -92,8 +96,10 @@ def count_records(path: str) -> int:
     return int(tf.data.TFRecordDataset(path).reduce(
         tf.constant(0, tf.int64), lambda count, _: count + 1))
   except tf.errors.OpError as e:
-    raise DataError(f"TFRecord file {path}: truncated or corrupt "
-                    f"({e.message.splitlines()[0]})") from None
+    bad = _BAD_RECORD.search(e.message)
+    raise DataError(f"TFRecord file {path}: " + (
+        f"{bad.group(1)} record at byte offset {bad.group(2)}" if bad else
+        f"unreadable ({error_message(e)})")) from None
 
 
 def check_tfrecords(file_patterns: str, max_seq_length: int) -> List[str]:

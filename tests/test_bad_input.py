@@ -117,7 +117,7 @@ def _pretraining_case(case, data, tmp_path):
   if case == "truncated_tfrecord":
     copy, last = _truncated_copy(data, tmp_path)
     return ([f"--pretrain_tfrecords={copy / '*'}", f"--vocab_file={data / 'vocab.txt'}"],
-            {}, [f"TFRecord file {last}: truncated or corrupt"])
+            {}, [f"TFRecord file {last}: truncated record at byte offset"])
   if case == "glob_matches_nothing":
     pattern = tmp_path / "nowhere" / "*.tfrecord"
     return ([f"--pretrain_tfrecords={pattern}", f"--vocab_file={data / 'vocab.txt'}"], {},
