@@ -140,27 +140,13 @@ def _first_and_count(names: Sequence[str]) -> str:
   return f"{names[0]}{more}"
 
 
-def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
-                            ) -> List[str]:
-  """Loads every variable of `target` from a project or official checkpoint.
+def check_restorable(target: Target, path: str, allow_unused: bool = True
+                     ) -> List[str]:
+  """Checks that `restore_from_checkpoint(target, path)` would succeed.
 
-  Args:
-    target: a Keras layer/model (an `ElectraPretrainer`, a discriminator
-      `TransformerEncoder`, a fine-tuning model containing one) or a list of
-      variables, named by their official names.
-    path: a checkpoint prefix or a directory with a `checkpoint` state file.
-    allow_unused: whether checkpoint variables under scopes the target does
-      not have are allowed (False: they are an error too).
-
-  Returns:
-    The sorted official names of checkpoint variables under scopes the
-    target does not have (left unused).
-
-  Raises:
-    CheckpointError: the checkpoint is missing, a target variable is absent
-      from it or has another shape there, a checkpoint variable under one of
-      the target's scopes has no counterpart in the target, or (unless
-      allow_unused) a checkpoint variable lies outside the target's scopes.
+  Reads only the checkpoint's index, so a job can reject an incompatible
+  --init_checkpoint before it writes anything.  Arguments, the returned
+  unused names and the errors are those of `restore_from_checkpoint`.
   """
   prefix = resolve_checkpoint(path)
   variables = named_variables(target)
@@ -187,8 +173,36 @@ def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
   if unused and not allow_unused:
     raise CheckpointError(f"checkpoint {prefix}: variable {_first_and_count(unused)} "
                           "is not part of the model (other hparams?)")
+  return unused
+
+
+def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
+                            ) -> List[str]:
+  """Loads every variable of `target` from a project or official checkpoint.
+
+  Args:
+    target: a Keras layer/model (an `ElectraPretrainer`, a discriminator
+      `TransformerEncoder`, a fine-tuning model containing one) or a list of
+      variables, named by their official names.
+    path: a checkpoint prefix or a directory with a `checkpoint` state file.
+    allow_unused: whether checkpoint variables under scopes the target does
+      not have are allowed (False: they are an error too).
+
+  Returns:
+    The sorted official names of checkpoint variables under scopes the
+    target does not have (left unused).
+
+  Raises:
+    CheckpointError: the checkpoint is missing, a target variable is absent
+      from it or has another shape there, a checkpoint variable under one of
+      the target's scopes has no counterpart in the target, or (unless
+      allow_unused) a checkpoint variable lies outside the target's scopes.
+  """
+  unused = check_restorable(target, path, allow_unused)
+  prefix = resolve_checkpoint(path)
+  entries = checkpoint_entries(prefix)
   reader = tf.train.load_checkpoint(prefix)
-  for name, variable in variables.items():
+  for name, variable in named_variables(target).items():
     variable.assign(tf.cast(reader.get_tensor(entries[name].key), variable.dtype))
   return unused
 

@@ -62,6 +62,14 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   user = config_lib.parse_hparams(hparams_text)
   hparams = dict(DEMO_HPARAMS)
   hparams.update(user)
+  flags = {k: v for k, v in overrides.items() if v is not None}
+
+  def config(vocab_size: int) -> config_lib.PretrainingConfig:
+    return config_lib.PretrainingConfig.create(
+        {"vocab_size": vocab_size, **hparams, **flags}, data_dir=data_dir,
+        model_name=model_name or "electra_demo")
+
+  config(DEMO_VOCAB_SIZE)  # bad hparams or flags stop here, before data_dir is written
   os.makedirs(data_dir, exist_ok=True)
   corpus_file = os.path.join(data_dir, "corpus", "pydoc_topics.txt")
   if not os.path.exists(corpus_file):
@@ -74,7 +82,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
                                     do_lower_case=True)
     fileio.atomic_write_text(vocab_file, "".join(token + "\n" for token in vocab))
   with open(vocab_file, encoding="utf-8") as f:
-    hparams.setdefault("vocab_size", sum(1 for _ in f))
+    vocab_size = sum(1 for _ in f)
   max_seq_length = hparams["max_seq_length"]
   records_dir = os.path.join(data_dir, "pretrain_tfrecords")
   marker = os.path.join(records_dir, f".complete-seq{max_seq_length}")
@@ -84,9 +92,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
         max_seq_length=max_seq_length, num_out_files=4, num_processes=1,
         do_lower_case=True, blanks_separate_docs=True, seed=0)
     fileio.atomic_write_text(marker, "")
-  return config_lib.from_flags(
-      None, {**hparams, **{k: v for k, v in overrides.items() if v is not None}},
-      data_dir=data_dir, model_name=model_name or "electra_demo")
+  return config(vocab_size)
 
 
 def export_dir(config: config_lib.PretrainingConfig) -> str:

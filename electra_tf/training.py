@@ -282,14 +282,14 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   # Validate every input before anything is written to model_dir.
   special_ids_for(config)
   pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
-  if init_checkpoint:
-    checkpoints.resolve_checkpoint(init_checkpoint)
   # A rerun replaces the SavedModel an earlier run of the job exported.
   replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
   if export_dir:
     checkpoints.check_output_dir(export_dir, "--export_dir", overwrite=replace_export)
   strategy = distribution.create_strategy(strategy_name, tpu)
   job = Pretrainer(config, strategy)
+  if init_checkpoint:  # another architecture is refused before model_dir exists
+    checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
   if distribution.is_chief(strategy):
     check_model_dir(config)
     fileio.check_writable(config.model_dir, "model_dir")

@@ -184,6 +184,20 @@ def test_pretraining_bad_flags_and_hparams(extra, parts, tmp_path):
   _check(result, "run_pretraining.py", *parts, untouched=[(model_dir, before)])
 
 
+def test_demo_with_bad_hparams_writes_nothing(tmp_path):
+  """12/16 on the embedded default: no demo data is built for a run that fails."""
+  import subprocess
+  import sys
+  from tests.test_training import REPO, _env
+  for hparams, part in [('{"mask_prob": 2}', "hparam mask_prob: 2 is outside (0, 1)"),
+                        ('{"max_seq_lenght": 64}', "Unknown hparam 'max_seq_lenght'")]:
+    result = subprocess.run([sys.executable, str(REPO / "run_pretraining.py"),
+                             f"--hparams={hparams}"], cwd=tmp_path, env=_env(),
+                            text=True, capture_output=True, timeout=300)
+    _check(result, "run_pretraining.py", part)
+    assert list(tmp_path.iterdir()) == []  # no ./electra_demo
+
+
 def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: F811
   """17: a hidden-size-32 checkpoint given to a hidden-size-64 run."""
   import tensorflow as tf
@@ -196,9 +210,7 @@ def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: 
   result = _run(_pretrain_args(tiny_data, model_dir, wider,
                                extra=[f"--init_checkpoint={prefix}"]))
   _check(result, "run_pretraining.py", f"checkpoint {prefix}", "there but the model expects")
-  if model_dir.exists():
-    pytest.xfail("training.run() writes model_dir/electra_config.json (check_model_dir) "
-                 "before it restores --init_checkpoint")
+  assert not model_dir.exists()  # refused before model_dir is created
 
 
 # ------------------------------------------------------- data preparation
@@ -282,16 +294,23 @@ def _finetuning_case(case, data_dir, shared):
   small = {"data": [article], "version": "1.1"}
   (squad / "dev.json").write_text(json.dumps(small), encoding="utf-8")
   qa = article["paragraphs"][0]["qas"][1]
-  del qa["answers"]
+  answers = qa.pop("answers")
   (squad / "train.json").write_text(json.dumps(small), encoding="utf-8")
-  return "squadv1", [f"{squad / 'train.json'}: data[0].paragraphs[0].qas[1]",
-                     f"('{qa['id']}') has no answer"]
+  if case == "squad_without_answers":
+    return "squadv1", [f"{squad / 'train.json'}: data[0].paragraphs[0].qas[1]",
+                       f"('{qa['id']}') has no answer"]
+  (squad / "dev.json").write_text(json.dumps(small), encoding="utf-8")
+  qa["answers"] = answers
+  (squad / "train.json").write_text(json.dumps(small), encoding="utf-8")
+  return "squadv1", [f"{squad / 'dev.json'}: data[0].paragraphs[0].qas[1]",
+                     f"('{qa['id']}') has no 'answers' list (dev is scored against it)"]
 
 
 @pytest.mark.parametrize("case", [
     "missing_column",  # 18
     "unknown_label",  # 19
-    "squad_without_answers",  # 20
+    "squad_without_answers",  # 20: train
+    "squad_dev_without_answers",  # 20: dev
 ])
 def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
   data_dir = tmp_path / "data"
@@ -308,6 +327,31 @@ def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
                  f"--model_dir={model_dir}", f"--hparams={json.dumps(hparams)}", *export])
   _check(result, "run_finetuning.py", *parts,
          untouched=[*before.items(), (tmp_path / "export", None)])
+
+
+def test_finetuning_init_checkpoint_of_another_architecture(  # noqa: F811
+    finetuning_data_dir, bert_vocab, tmp_path):
+  """17 for fine-tuning: a hidden-size-32 encoder given to a hidden-size-64 run."""
+  import tensorflow as tf
+  from electra_tf.config import PretrainingConfig
+  from electra_tf.modeling.pretrainer import ElectraPretrainer
+  narrow = {"model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1},
+            "embedding_size": 16, "max_seq_length": 64}
+  model = ElectraPretrainer(PretrainingConfig.create(narrow))
+  prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "other" / "ckpt"))
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  shutil.copy(bert_vocab, data_dir / "vocab.txt")
+  rte = data_dir / "finetuning_data" / "rte"
+  for split in ("train", "dev"):
+    _head(finetuning_data_dir / "rte" / f"{split}.tsv", rte / f"{split}.tsv", 8)
+  model_dir = tmp_path / "model"
+  wider = dict(narrow, model_hparam_overrides={"hidden_size": 64, "num_hidden_layers": 1})
+  result = _run(["run_finetuning.py", f"--data_dir={data_dir}", "--task_names=rte",
+                 f"--model_dir={model_dir}", f"--init_checkpoint={prefix}",
+                 f"--hparams={json.dumps(wider)}"])
+  _check(result, "run_finetuning.py", f"checkpoint {prefix}", "there but the model expects")
+  assert not model_dir.exists()  # refused before model_dir is created
 
 
 # ---------------------------------------------------------- SavedModels

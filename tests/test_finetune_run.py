@@ -459,12 +459,12 @@ MIRRORED_CHECK = textwrap.dedent("""
     import sys
     import numpy as np
     import tensorflow as tf
-    import tf_keras as keras
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from electra_tf.finetune import runner, task_builder
     from electra_tf.finetune.config import FinetuningConfig
+    from electra_tf.modeling import dropout
     data_dir, out_dir, hparams = sys.argv[1], sys.argv[2], eval(sys.argv[3])
     weights, predictions = {}, {}
     for name, strategy in [
@@ -475,9 +475,13 @@ MIRRORED_CHECK = textwrap.dedent("""
       tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
       data = runner.training_data(config, tasks)
       job = runner.TrialJob(config, tasks, strategy, 1, config.num_train_steps(len(data)))
-      for layer in job.model.submodules:  # no dropout: comparable updates
-        if isinstance(layer, keras.layers.Dropout):
-          layer.rate = 0.0
+      # No dropout: each replica draws its own masks, so only dropout-free
+      # updates are comparable across strategies.
+      dropout_layers = [layer for layer in job.model.submodules
+                        if isinstance(layer, dropout.Dropout)]
+      assert len(dropout_layers) > 3
+      for layer in dropout_layers:
+        layer.rate = 0.0
       job.initialize(None)
       job.train(data)
       weights[name] = [v.numpy() for v in job.model.trainable_variables]

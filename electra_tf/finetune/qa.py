@@ -228,6 +228,8 @@ class SQuADTask(Task):
       example = QAExample(eid=len(examples), qas_id=qa["id"],
                           question_text=qa["question"], doc_tokens=doc_tokens,
                           answers=[a["text"] for a in qa.get("answers", [])])
+      if split != "train" and is_labeled_split(split):
+        self._check_gold_answers(path, location, k, qa, split)
       if split == "train":
         if self.v2:
           if not isinstance(qa.get("is_impossible"), bool):
@@ -243,6 +245,17 @@ class SQuADTask(Task):
           continue
       examples.append(example)
     return failures
+
+  def _check_gold_answers(self, path, location, k, qa, split) -> None:
+    """An evaluated question needs its gold answers: SQuAD 1.1 at least one,
+    SQuAD 2.0 the 'answers' list itself (empty: unanswerable)."""
+    if "answers" not in qa:
+      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
+                       f"'answers' list ({split} is scored against it)")
+    if not self.v2 and not qa["answers"]:
+      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has an "
+                       f"empty 'answers' list (SQuAD 1.1 {split} is scored "
+                       "against at least one)")
 
   def _locate_answer(self, path, location, k, qa, example, char_to_word
                      ) -> bool:

@@ -520,6 +520,9 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
           f"train_batch_size {config.train_batch_size} give 0 training steps "
           f"for {len(data)} training features")
 
+  if init_checkpoint:  # another architecture is refused before model_dir exists
+    checkpoints.check_restorable(FinetuningModel(config, tasks).encoder, init_checkpoint)
+
   fileio.check_writable(config.model_dir, "model_dir")
   for path in checkpoints.remove_interrupted_writes(config.model_dir):
     _log(f"Removed {path}, left by an interrupted earlier run")
