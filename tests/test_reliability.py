@@ -19,15 +19,12 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import checkpoints, fileio, optimization, train_loop
+from tests import test_training
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-TINY_HPARAMS = {
-    "model_size": "small", "vocab_size": 30522, "embedding_size": 16,
-    "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1},
-    "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
-    "num_train_steps": 4, "num_warmup_steps": 2, "save_checkpoints_steps": 2,
-    "log_every": 1,
-}
+# The tiny model of the training tests, checkpointing every 2 of 4 steps.
+TINY_HPARAMS = {**test_training.TINY_HPARAMS, "num_train_steps": 4,
+                "save_checkpoints_steps": 2}
 
 
 def _env():
