@@ -286,16 +286,35 @@ def test_cli_error_is_one_line(corpus_dir, tmp_path):
   assert "Traceback" not in stderr and not (tmp_path / "out").exists()
 
 
-def test_interrupted_build_leaves_no_file(corpus_dir, bert_vocab, tmp_path):
-  out = tmp_path / "out"
-  process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
-                     f"--output_dir={out}", "--num_out_files=2", "--tokenizer=reference"])
+def _stopped_mid_write(process, out) -> bool:
+  """Waits for the build's partial files, then freezes it with SIGSTOP; True
+  when it is frozen while writing (partial files, no final file yet)."""
   deadline = time.time() + 120
-  while not (out.exists() and list(out.iterdir())) and time.time() < deadline:
-    time.sleep(0.1)  # wait until the partial files exist
-  assert process.poll() is None, "the build ended before it could be interrupted"
-  process.send_signal(signal.SIGINT)
+  while process.poll() is None and time.time() < deadline:
+    if out.exists() and list(out.glob(".*.partial")):
+      break
+    time.sleep(0.05)
+  process.send_signal(signal.SIGSTOP)
+  return (process.poll() is None and bool(list(out.glob(".*.partial")))
+          and not list(out.glob(builder_lib.OUTPUT_PREFIX + "*")))
+
+
+def test_interrupted_build_leaves_no_file(corpus_dir, bert_vocab, tmp_path):
+  # Frozen first, so a slow test process cannot miss the ~5 s of writing and
+  # interrupt the interpreter's exit instead (a retry covers that case).
+  for attempt in range(3):
+    out = tmp_path / f"out{attempt}"
+    process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
+                       f"--output_dir={out}", "--num_out_files=2", "--tokenizer=reference"])
+    if _stopped_mid_write(process, out):
+      break
+    process.kill()
+    process.communicate(timeout=120)
+  else:
+    pytest.fail("the build could not be caught while writing in 3 tries")
+  process.send_signal(signal.SIGINT)  # pending until the process continues
+  process.send_signal(signal.SIGCONT)
   _, stderr = process.communicate(timeout=120)
-  assert process.returncode == 130
+  assert process.returncode == 130, stderr[-2000:]
   assert stderr.strip().splitlines()[-1].endswith("interrupted; no output file was written")
   assert not out.exists()  # the build created it, and removed it
