@@ -27,7 +27,7 @@ import contextlib
 import os
 import re
 import shutil
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Sequence, Union
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tf_keras as keras
@@ -148,6 +148,14 @@ def check_restorable(target: Target, path: str, allow_unused: bool = True
   --init_checkpoint before it writes anything.  Arguments, the returned
   unused names and the errors are those of `restore_from_checkpoint`.
   """
+  return _matched_entries(target, path, allow_unused)[3]
+
+
+def _matched_entries(
+    target: Target, path: str, allow_unused: bool
+) -> Tuple[str, Dict[str, tf.Variable], Dict[str, CheckpointEntry], List[str]]:
+  """(prefix, target variables and checkpoint entries by official name,
+  unused names) once `check_restorable`'s checks pass."""
   prefix = resolve_checkpoint(path)
   variables = named_variables(target)
   entries = checkpoint_entries(prefix)
@@ -173,7 +181,7 @@ def check_restorable(target: Target, path: str, allow_unused: bool = True
   if unused and not allow_unused:
     raise CheckpointError(f"checkpoint {prefix}: variable {_first_and_count(unused)} "
                           "is not part of the model (other hparams?)")
-  return unused
+  return prefix, variables, entries, unused
 
 
 def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
@@ -198,11 +206,9 @@ def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
       the target's scopes has no counterpart in the target, or (unless
       allow_unused) a checkpoint variable lies outside the target's scopes.
   """
-  unused = check_restorable(target, path, allow_unused)
-  prefix = resolve_checkpoint(path)
-  entries = checkpoint_entries(prefix)
+  prefix, variables, entries, unused = _matched_entries(target, path, allow_unused)
   reader = tf.train.load_checkpoint(prefix)
-  for name, variable in named_variables(target).items():
+  for name, variable in variables.items():
     variable.assign(tf.cast(reader.get_tensor(entries[name].key), variable.dtype))
   return unused
 

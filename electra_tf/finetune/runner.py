@@ -73,6 +73,7 @@ from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
 from electra_tf.modeling import dropout
+from electra_tf.modeling.encoder import build_discriminator_encoder
 
 LOG_EVERY = 10  # steps between progress lines (the official ETAHook's)
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
@@ -521,7 +522,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
           f"for {len(data)} training features")
 
   if init_checkpoint:  # another architecture is refused before model_dir exists
-    checkpoints.check_restorable(FinetuningModel(config, tasks).encoder, init_checkpoint)
+    checkpoints.check_restorable(build_discriminator_encoder(
+        config.model_config(), config.effective_embedding_size), init_checkpoint)
 
   fileio.check_writable(config.model_dir, "model_dir")
   for path in checkpoints.remove_interrupted_writes(config.model_dir):
