@@ -12,10 +12,12 @@ in-process and check the serving function's InvalidArgumentError.
 import json
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from tests.test_training import TINY_HPARAMS, _pretrain_args, _run
+from tests.test_training import REPO, TINY_HPARAMS, _env, _pretrain_args, _run
 from tests.test_training import tiny_data  # noqa: F401  (fixture)
 
 SPECIAL = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -186,9 +188,6 @@ def test_pretraining_bad_flags_and_hparams(extra, parts, tmp_path):
 
 def test_demo_with_bad_hparams_writes_nothing(tmp_path):
   """12/16 on the embedded default: no demo data is built for a run that fails."""
-  import subprocess
-  import sys
-  from tests.test_training import REPO, _env
   for hparams, part in [('{"mask_prob": 2}', "hparam mask_prob: 2 is outside (0, 1)"),
                         ('{"max_seq_lenght": 64}', "Unknown hparam 'max_seq_lenght'")]:
     result = subprocess.run([sys.executable, str(REPO / "run_pretraining.py"),
@@ -198,13 +197,18 @@ def test_demo_with_bad_hparams_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no ./electra_demo
 
 
-def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: F811
-  """17: a hidden-size-32 checkpoint given to a hidden-size-64 run."""
+def _pretrainer_checkpoint(hparams, directory) -> str:
+  """Saves a freshly initialised pre-training model of `hparams`; its prefix."""
   import tensorflow as tf
   from electra_tf.config import PretrainingConfig
   from electra_tf.modeling.pretrainer import ElectraPretrainer
-  model = ElectraPretrainer(PretrainingConfig.create(TINY_HPARAMS))
-  prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "other" / "ckpt"))
+  model = ElectraPretrainer(PretrainingConfig.create(hparams))
+  return tf.train.Checkpoint(model=model).save(str(directory / "ckpt"))
+
+
+def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: F811
+  """17: a hidden-size-32 checkpoint given to a hidden-size-64 run."""
+  prefix = _pretrainer_checkpoint(TINY_HPARAMS, tmp_path / "other")
   model_dir = tmp_path / "model"
   wider = {"model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 1}}
   result = _run(_pretrain_args(tiny_data, model_dir, wider,
@@ -332,13 +336,9 @@ def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
 def test_finetuning_init_checkpoint_of_another_architecture(  # noqa: F811
     finetuning_data_dir, bert_vocab, tmp_path):
   """17 for fine-tuning: a hidden-size-32 encoder given to a hidden-size-64 run."""
-  import tensorflow as tf
-  from electra_tf.config import PretrainingConfig
-  from electra_tf.modeling.pretrainer import ElectraPretrainer
   narrow = {"model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1},
             "embedding_size": 16, "max_seq_length": 64}
-  model = ElectraPretrainer(PretrainingConfig.create(narrow))
-  prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "other" / "ckpt"))
+  prefix = _pretrainer_checkpoint(narrow, tmp_path / "other")
   data_dir = tmp_path / "data"
   data_dir.mkdir()
   shutil.copy(bert_vocab, data_dir / "vocab.txt")
