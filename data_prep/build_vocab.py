@@ -4,148 +4,48 @@
       --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
       [--skip_invalid_utf8]
 
-The text is split into words exactly as the project's tokenizer splits it
-(`tokenization.FastBasicTokenizer`: cleaning, CJK and punctuation splitting,
-lower-casing and accent stripping as configured), then
-`tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset` learns at
-most N tokens (its binary search over the minimum count of a piece, from 1
-up, aims within 5% below N; fewer when the corpus has fewer distinct pieces;
-when it ends above N, the rarest learned pieces are dropped). The vocab
-starts with the reserved tokens, in this order:
-  0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
-then the single characters, their "##" forms and the learned pieces. Corpus
-files are read as by build_tfrecords.py (every non-hidden file, .gz
-decompressed, a non-UTF-8 line an error unless --skip_invalid_utf8); each
-line is one text.
+How the vocab is learned: electra_tf/pretrain/vocab.py.
 """
-
-from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, Iterator, List, Sequence
 
-if __name__ == "__main__":
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
-import tensorflow as tf
-from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
+from absl import flags  # noqa: E402
 
-from data_prep import build_tfrecords
-from electra_tf import cli
-from electra_tf import fileio
-from electra_tf import tokenization
-from electra_tf.tokenization import DataError
-
-RESERVED_TOKENS = tokenization.SPECIAL_TOKENS  # [PAD] first: id 0 is padding
-_BATCH = 1024
-
-
-def _batches(texts: Iterable[str]) -> Iterator[List[str]]:
-  batch = []
-  for text in texts:
-    batch.append(text)
-    if len(batch) == _BATCH:
-      yield batch
-      batch = []
-  if batch:
-    yield batch
-
-
-def build_vocab(texts: Iterable[str], vocab_size: int, do_lower_case: bool = True,
-                strip_accents: bool = True) -> List[str]:
-  """At most `vocab_size` tokens, reserved tokens first (module docstring)."""
-  if vocab_size <= len(RESERVED_TOKENS):
-    raise DataError(f"--vocab_size: {vocab_size} leaves no room after the "
-                    f"{len(RESERVED_TOKENS)} reserved tokens")
-  basic = tokenization.FastBasicTokenizer(do_lower_case, strip_accents)
-  texts = (text for text in texts if text.strip())
-  dataset = tf.data.Dataset.from_generator(
-      lambda: _batches(texts), output_signature=tf.TensorSpec([None], tf.string))
-  # The learner splits at whitespace and punctuation again; the words are
-  # already split, so it only sees them joined by spaces.
-  dataset = dataset.map(
-      lambda lines: tf.strings.reduce_join(basic.split_words(lines), axis=-1,
-                                           separator=" "))
-  try:
-    vocab = vocab_learner.bert_vocab_from_dataset(
-        dataset, vocab_size=vocab_size, reserved_tokens=list(RESERVED_TOKENS),
-        bert_tokenizer_params={"lower_case": False},
-        # The learner's default floor of 10 occurrences caps the vocab of a
-        # small corpus far below vocab_size; its binary search starts from 1.
-        learn_params={"lower_thresh": 1})
-  except StopIteration:  # the learner's word counting found no word at all
-    raise DataError("corpus: no text to learn a vocab from") from None
-  return _cap_size(vocab, vocab_size)
-
-
-def _cap_size(vocab: List[str], vocab_size: int) -> List[str]:
-  """Drops the rarest learned pieces (last) when the learner's search ended
-  above vocab_size; reserved tokens and every character, alone and with
-  "##", stay so that any word can still be split."""
-  essential = {token for token in vocab if token in RESERVED_TOKENS or len(
-      token[2:] if token.startswith(tokenization.WORDPIECE_PREFIX) else token) == 1}
-  if len(essential) > vocab_size:
-    raise DataError(f"--vocab_size: {vocab_size} is below the {len(essential)} reserved "
-                    "tokens and characters of the corpus")
-  room = vocab_size - len(essential)
-  kept = set([token for token in vocab if token not in essential][:room])
-  return [token for token in vocab if token in essential or token in kept]
-
-
-def read_corpus_texts(corpus: str | Sequence[str], name: str,
-                      skip_invalid_utf8: bool = False) -> Iterator[str]:
-  """Every non-blank line of the corpus files (listed, and checked, now)."""
-  paths = build_tfrecords.list_corpus_files(corpus, name)
-
-  def lines() -> Iterator[str]:
-    for path in paths:
-      for chunk in build_tfrecords.read_corpus_lines(
-          path, skip_invalid_utf8=skip_invalid_utf8):
-        if chunk.invalid_line_numbers:
-          print(f"build_vocab.py: corpus file {path}: skipped "
-                f"{len(chunk.invalid_line_numbers)} line(s) that are not valid UTF-8",
-                file=sys.stderr)
-        yield from (line for line in chunk.lines if line)
-
-  return lines()
-
+from electra_tf import cli  # noqa: E402
+from electra_tf import fileio  # noqa: E402
+from electra_tf.pretrain import vocab as vocab_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus_dir", None, "Folder of text files.")
+flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
+flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
+flags.DEFINE_string("output_file", None, "Where the vocab is written.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
+flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
+flags.DEFINE_bool("skip_invalid_utf8", False,
+                  "Skip corpus lines that are not valid UTF-8 instead of "
+                  "stopping with an error.")
+flags.mark_flags_as_required(["vocab_size", "output_file"])
+flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
 
 
-def _define_flags() -> None:
-  flags.DEFINE_string("corpus_dir", None, "Folder of text files.")
-  flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
-  flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
-  flags.DEFINE_string("output_file", None, "Where the vocab is written.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-  flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
-  flags.DEFINE_bool("skip_invalid_utf8", False,
-                    "Skip corpus lines that are not valid UTF-8 instead of "
-                    "stopping with an error.")
-  flags.mark_flags_as_required(["vocab_size", "output_file"])
-  flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
-
-
-def main(argv: Iterable[str]) -> None:
-  del argv
-  with cli.one_line_errors("build_vocab.py"):
-    if FLAGS.corpus_dir:
-      texts = read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
-                                FLAGS.skip_invalid_utf8)
-    else:
-      texts = read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
-                                FLAGS.skip_invalid_utf8)
-    vocab = build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
-                        FLAGS.strip_accents)
-    fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
-    print(f"Wrote {len(vocab)} tokens to {FLAGS.output_file}")
+def main() -> int:
+  if FLAGS.corpus_dir:
+    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
+                                        FLAGS.skip_invalid_utf8)
+  else:
+    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
+                                        FLAGS.skip_invalid_utf8)
+  vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
+                                FLAGS.strip_accents)
+  fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
+  print(f"Wrote {len(vocab)} tokens to {FLAGS.output_file}")
+  return 0
 
 
 if __name__ == "__main__":
-  _define_flags()
-  app.run(main, flags_parser=cli.flags_parser("build_vocab.py"))
+  cli.run(main, "build_vocab.py")

@@ -4,155 +4,36 @@
       --vocab_file=FILE --num_examples=K [--mask_prob=0.15] [--seed=0] \
       [--num_print=10] [--json]
 
-Reads the first K records (sorted files, the evaluation order of
-`pretrain_data.get_dataset`), masks them as training does (N =
-int((mask_prob + 0.005) * S) predictions per sequence, as the official
-config derives it), and prints the first `num_print` of them as the official
-print_tokens does: tokens up to the first [PAD], each selected position as
-`token (original)` (red on a terminal). With --json the last line is one JSON
-object of statistics over the K examples:
-  selected_fraction        used prediction slots / non-padding tokens
-  mask_fraction, keep_fraction, random_fraction
-                           share of used slots whose position holds [MASK],
-                           the original token, or another token
-  special_selected         used slots on [CLS], [SEP] or [PAD] (should be 0)
-  single_segment_fraction  examples without a second segment
-  mean_length              mean number of non-padding tokens
-  num_examples             examples read (fewer than K if the files end)
+What it prints and counts: electra_tf/pretrain/masking_report.py.
 """
 
-from __future__ import annotations
-
-import json
 import os
 import sys
-from typing import Dict, Iterable, List, Sequence
 
-if __name__ == "__main__":
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
-import numpy as np
+from absl import flags  # noqa: E402
 
-from electra_tf import cli
-from electra_tf import pretrain_data
-from electra_tf import tokenization
-from electra_tf.tokenization import SpecialIds
-
-_RED = "\033[91m"
-_END_COLOR = "\033[0m"
-_BATCH_SIZE = 256
-
-
-def masked_examples(file_patterns: str, special: SpecialIds, num_examples: int,
-                    mask_prob: float, seed: int) -> Dict[str, np.ndarray]:
-  """The first `num_examples` records, masked: numpy arrays [K, ...]."""
-  files = pretrain_data.find_tfrecords(file_patterns)
-  max_seq_length = pretrain_data.record_length(files)
-  dataset = pretrain_data.get_dataset(
-      file_patterns, batch_size=min(num_examples, _BATCH_SIZE),
-      max_seq_length=max_seq_length,
-      max_predictions_per_seq=int((mask_prob + 0.005) * max_seq_length),
-      mask_prob=mask_prob, special=special, is_training=False, seed=seed)
-  batches: List[Dict[str, np.ndarray]] = []
-  count = 0
-  for batch in dataset:
-    batches.append({name: value.numpy() for name, value in batch.items()})
-    count += len(batches[-1]["input_ids"])
-    if count >= num_examples:
-      break
-  return {name: np.concatenate([b[name] for b in batches])[:num_examples]
-          for name in batches[0]}
-
-
-def masking_statistics(examples: Dict[str, np.ndarray], special: SpecialIds
-                       ) -> Dict[str, float]:
-  """The statistics of the module docstring."""
-  used = examples["masked_lm_weights"] > 0
-  positions = examples["masked_lm_positions"]
-  shown = np.take_along_axis(examples["input_ids"], positions, axis=1)[used]
-  original = examples["masked_lm_ids"][used]
-  is_mask = shown == special.mask_id
-  is_kept = ~is_mask & (shown == original)
-  num_used = max(1, int(used.sum()))
-  return {
-      "selected_fraction": float(used.sum() / examples["input_mask"].sum()),
-      "mask_fraction": float(is_mask.sum() / num_used),
-      "keep_fraction": float(is_kept.sum() / num_used),
-      "random_fraction": float((~is_mask & ~is_kept).sum() / num_used),
-      "special_selected": int(np.isin(
-          original, [special.cls_id, special.sep_id, special.pad_id]).sum()),
-      "single_segment_fraction": float((examples["segment_ids"].max(axis=1) == 0).mean()),
-      "mean_length": float(examples["input_mask"].sum(axis=1).mean()),
-      "num_examples": int(len(examples["input_ids"])),
-  }
-
-
-def format_example(input_ids: Sequence[int], positions: Sequence[int],
-                   original_ids: Sequence[int], weights: Sequence[float],
-                   inv_vocab: Dict[int, str], color: bool) -> str:
-  """Tokens up to [PAD]; selected ones as `token (original)` (official print_tokens)."""
-  original_at = {int(p): int(i) for p, i, w in zip(positions, original_ids, weights) if w}
-  tokens: List[str] = []
-  for position, token_id in enumerate(input_ids):
-    token = inv_vocab[int(token_id)]
-    if token == "[PAD]":
-      break
-    if position in original_at:
-      token = f"{token} ({inv_vocab[original_at[position]]})"
-      if color:
-        token = _RED + token + _END_COLOR
-    tokens.append(token)
-  return " ".join(tokens)
-
-
-def inspect(file_patterns: str, vocab_file: str, num_examples: int,
-            mask_prob: float, seed: int, num_print: int, as_json: bool,
-            out=sys.stdout) -> Dict[str, float]:
-  if num_examples < 1:
-    raise tokenization.DataError(f"--num_examples: {num_examples} must be >= 1")
-  if not 0.0 < mask_prob < 1.0:
-    raise tokenization.DataError(f"--mask_prob: {mask_prob} is outside (0, 1)")
-  vocab = tokenization.load_vocab(vocab_file)
-  special = tokenization.special_ids(vocab, vocab_file)
-  inv_vocab = {i: token for token, i in vocab.items()}
-  examples = masked_examples(file_patterns, special, num_examples, mask_prob, seed)
-  color = out.isatty()
-  for i in range(min(num_print, len(examples["input_ids"]))):
-    print(f"example {i}: " + format_example(
-        examples["input_ids"][i], examples["masked_lm_positions"][i],
-        examples["masked_lm_ids"][i], examples["masked_lm_weights"][i],
-        inv_vocab, color), file=out)
-  stats = masking_statistics(examples, special)
-  if as_json:
-    print(json.dumps(stats, sort_keys=True), file=out)
-  return stats
-
+from electra_tf import cli  # noqa: E402
+from electra_tf.pretrain import masking_report  # noqa: E402
 
 FLAGS = flags.FLAGS
+flags.DEFINE_string("pretrain_tfrecords", None, "TFRecord glob pattern(s), comma-separated.")
+flags.DEFINE_string("vocab_file", None, "The vocab the records were built with.")
+flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
+flags.DEFINE_float("mask_prob", 0.15, "Share of tokens to mask.")
+flags.DEFINE_integer("seed", 0, "Masking seed.")
+flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
+flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")
+flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file"])
 
 
-def _define_flags() -> None:
-  flags.DEFINE_string("pretrain_tfrecords", None,
-                      "TFRecord glob pattern(s), comma-separated.")
-  flags.DEFINE_string("vocab_file", None, "The vocab the records were built with.")
-  flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
-  flags.DEFINE_float("mask_prob", 0.15, "Share of tokens to mask.")
-  flags.DEFINE_integer("seed", 0, "Masking seed.")
-  flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
-  flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")
-  flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file"])
-
-
-def main(argv: Iterable[str]) -> None:
-  del argv
-  with cli.one_line_errors("inspect_masking.py"):
-    inspect(FLAGS.pretrain_tfrecords, FLAGS.vocab_file, FLAGS.num_examples,
-            FLAGS.mask_prob, FLAGS.seed, FLAGS.num_print, FLAGS.json)
+def main() -> int:
+  masking_report.inspect(FLAGS.pretrain_tfrecords, FLAGS.vocab_file, FLAGS.num_examples,
+                         FLAGS.mask_prob, FLAGS.seed, FLAGS.num_print, FLAGS.json)
+  return 0
 
 
 if __name__ == "__main__":
-  _define_flags()
-  app.run(main)
+  cli.run(main, "inspect_masking.py")

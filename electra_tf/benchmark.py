@@ -4,7 +4,7 @@
         --seq_length=128 --steps=10 [--mixed_precision=bfloat16|float16] \
         [--jit_compile] [--hparams=JSON] [--baseline=model_garden] --json
 
-Times `Pretrainer`'s train loop (generator, Gumbel sampling, discriminator,
+Times the pre-training job's train loop (generator, sampling, discriminator,
 losses, gradients, optimizer update; masking excluded) on one fixed
 synthetic batch after `--warmup_steps` untimed steps (tracing included
 there).  The batch: random ids [B, S], a full input_mask, distinct random
@@ -26,31 +26,35 @@ from __future__ import annotations
 import json
 import os
 import resource
-import sys
 import time
 from typing import Callable, Dict, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
 from electra_tf import config as config_lib  # noqa: E402
+from electra_tf.pretrain.config import PretrainingConfig  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("model_size", "small", list(config_lib.MODEL_SIZES), "Model size.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("steps", 10, "Timed steps.")
-flags.DEFINE_integer("warmup_steps", 2, "Untimed steps before timing (tracing, caches).")
-flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
-                  "Mixed-precision policy (default float32).")
-flags.DEFINE_boolean("jit_compile", False, "XLA-compile the train step.")
-flags.DEFINE_string("hparams", None, "JSON object or .json file of extra hparams.")
-flags.DEFINE_enum("baseline", None, ["model_garden"],
-                  "Also time Model Garden's ElectraPretrainer on the same batch.")
-flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
+
+
+def _define_flags() -> None:
+  """The command's flags (defined only when run, not when imported)."""
+  flags.DEFINE_enum("model_size", "small", list(config_lib.MODEL_SIZES), "Model size.")
+  flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
+  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+  flags.DEFINE_integer("steps", 10, "Timed steps.")
+  flags.DEFINE_integer("warmup_steps", 2, "Untimed steps before timing (tracing, caches).")
+  flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
+                    "Mixed-precision policy (default float32).")
+  flags.DEFINE_boolean("jit_compile", False, "XLA-compile the train step.")
+  flags.DEFINE_string("hparams", None, "JSON object or .json file of extra hparams.")
+  flags.DEFINE_enum("baseline", None, ["model_garden"],
+                    "Also time Model Garden's ElectraPretrainer on the same batch.")
+  flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
 
 MASK_ID = 103  # [MASK] in the BERT uncased vocab; any id < vocab_size works
 
@@ -85,15 +89,15 @@ def time_per_step(run_steps: Callable[[int], None], steps: int,
   return (time.perf_counter() - start) / steps
 
 
-def electra_step_runner(config: config_lib.PretrainingConfig,
+def electra_step_runner(config: PretrainingConfig,
                         batch: Dict[str, np.ndarray]) -> Callable[[int], None]:
   """run_steps(n): n steps of this project's train loop on `batch`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from electra_tf import distribution  # pylint: disable=g-import-not-at-top
-  from electra_tf import training  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import job as job_lib  # pylint: disable=g-import-not-at-top
 
   strategy = distribution.create_strategy("auto")
-  job = training.Pretrainer(config, strategy)
+  job = job_lib.PretrainingJob(config, strategy)
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
   step_loop = job.make_step_loop()
@@ -105,7 +109,7 @@ def electra_step_runner(config: config_lib.PretrainingConfig,
   return run_steps
 
 
-def model_garden_step_runner(config: config_lib.PretrainingConfig,
+def model_garden_step_runner(config: PretrainingConfig,
                              batch: Dict[str, np.ndarray]) -> Callable[[int], None]:
   """run_steps(n): n steps of Model Garden's ELECTRA pre-training on `batch`.
 
@@ -128,7 +132,7 @@ def model_garden_step_runner(config: config_lib.PretrainingConfig,
         type_vocab_size=model_config.type_vocab_size,
         embedding_size=config.effective_embedding_size))
 
-  disc_config = config.discriminator_config()
+  disc_config = config.encoder_config()
   gen_config = config.generator_config()
   discriminator = encoders.build_encoder(encoder_config(disc_config))
   generator = encoders.build_encoder(encoder_config(gen_config),
@@ -204,7 +208,7 @@ def device_and_peak_memory_mb() -> Tuple[str, float]:
   return f"CPU: {cpu} ({cores} cores)", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_benchmark(config: config_lib.PretrainingConfig, steps: int,
+def run_benchmark(config: PretrainingConfig, steps: int,
                   warmup_steps: int, baseline: str = None) -> Dict[str, object]:
   """The JSON figures for `config` (train_batch_size x max_seq_length)."""
   from electra_tf import flops  # pylint: disable=g-import-not-at-top
@@ -226,7 +230,7 @@ def run_benchmark(config: config_lib.PretrainingConfig, steps: int,
   return result
 
 
-def config_from_flags() -> config_lib.PretrainingConfig:
+def config_from_flags() -> PretrainingConfig:
   """Benchmark flags over --hparams (the flags win)."""
   for name in ("batch_size", "seq_length", "steps"):
     if FLAGS[name].value <= 0:
@@ -237,25 +241,24 @@ def config_from_flags() -> config_lib.PretrainingConfig:
   hparams.update(model_size=FLAGS.model_size, train_batch_size=FLAGS.batch_size,
                  max_seq_length=FLAGS.seq_length, jit_compile=FLAGS.jit_compile,
                  mixed_precision=FLAGS.mixed_precision)
-  return config_lib.PretrainingConfig.create(hparams)
+  return PretrainingConfig.create(hparams)
 
 
-def main(argv) -> None:
-  del argv
-  from electra_tf import cli  # pylint: disable=g-import-not-at-top
-  with cli.one_line_errors("electra_tf.benchmark"):
-    config = config_from_flags()
-    if FLAGS.baseline and not config.electra_objective:
-      raise ValueError("--baseline=model_garden compares the ELECTRA objective; "
-                       "drop electra_objective=false from --hparams")
-    result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline)
+def main() -> int:
+  config = config_from_flags()
+  if FLAGS.baseline and not config.electra_objective:
+    raise ValueError("--baseline=model_garden compares the ELECTRA objective; "
+                     "drop electra_objective=false from --hparams")
+  result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline)
   if not FLAGS.json:
     print(f"{config.model_size}, batch {config.train_batch_size}, seq "
           f"{config.max_seq_length}, {config.mixed_precision or 'float32'}"
           f"{', XLA' if config.jit_compile else ''}: {result['seq_per_sec']:.1f} seq/s, "
           f"{result['step_ms']:.0f} ms/step", flush=True)
   print(json.dumps(result), flush=True)
+  return 0
 
 
 if __name__ == "__main__":
-  sys.exit(app.run(main))
+  _define_flags()
+  cli.run(main, "electra_tf.benchmark")

@@ -34,6 +34,7 @@ import tf_keras as keras
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from electra_tf import fileio
+from electra_tf import stop_points
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
@@ -350,8 +351,12 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   state file is replaced atomically, so it is the previous one unless the
   failure came after the new checkpoint was complete).
   """
+  # The callback runs once the checkpoint's files are complete, before the
+  # state file names them: the moment a kill test stops the job at.
+  options = tf.train.CheckpointOptions(experimental_write_callbacks=[
+      lambda: stop_points.reached("checkpoint_written")])
   try:
-    return manager.save(checkpoint_number=step)
+    return manager.save(checkpoint_number=step, options=options)
   except (tf.errors.OpError, OSError) as e:
     reason = (e.message if isinstance(e, tf.errors.OpError) else str(e)).splitlines()[0]
     try:

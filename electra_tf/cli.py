@@ -1,4 +1,16 @@
-"""Command-line plumbing shared by the entry points: one-line errors."""
+"""Command-line plumbing shared by every command: one `main` contract.
+
+Every command of the project (`run_pretraining.py`, `run_finetuning.py`,
+`data_prep/*.py`, `python -m electra_tf.{convert,export,benchmark}`,
+`tools/soak.py`) defines absl flags and hands its `main()` to `cli.run`:
+
+  * a bad flag, a positional argument, or a bad input (a `USER_ERRORS`
+    exception: flag, hparam, file) ends the command with ONE line on stderr,
+    `<program>: error: <what is wrong>`, and exit status 2;
+  * otherwise the exit status is what `main()` returns (None: 0).
+
+Set ELECTRA_TF_TRACEBACK=1 to see the traceback behind a one-line error.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +18,12 @@ import contextlib
 import os
 import re
 import sys
-from typing import List, NoReturn, Sequence, Tuple, Type
+from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type
 
+from absl import app
 from absl import flags
+
+from electra_tf.config import MODEL_SIZES
 
 # Errors that describe bad input (flags, hparams, files): reported as one line
 # on stderr with exit status 2.  Set ELECTRA_TF_TRACEBACK=1 to see tracebacks.
@@ -74,3 +89,56 @@ def flags_parser(program: str = os.path.basename(sys.argv[0])):
       _fail(program, error_message(e))
 
   return parse
+
+
+def run(main: Callable[[], Optional[int]],
+        program: str = os.path.basename(sys.argv[0])) -> NoReturn:
+  """Parses the absl flags and runs `main()` under the contract above."""
+
+  def absl_main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+      _fail(program, f"unexpected argument(s): {' '.join(argv[1:])} (every "
+            "option is a --flag)")
+    with one_line_errors(program):
+      return main() or 0
+
+  app.run(absl_main, flags_parser=flags_parser(program))
+
+
+# ------------------------------------------------- the two jobs' flags
+def define_job_flags(strategies: Sequence[str]) -> None:
+  """The flags run_pretraining.py and run_finetuning.py share.
+
+  Flags named like an hparam (model_size, model_dir, vocab_file, do_train,
+  do_eval, mixed_precision, jit_compile) override it (`hparam_flags`).
+  """
+  flags.DEFINE_string("data_dir", None,
+                      "Folder of the official layout: pretrain_tfrecords/ or "
+                      "finetuning_data/, vocab.txt and models/.")
+  flags.DEFINE_string("model_name", None, "Name of the model: data_dir/models/<model_name> "
+                      "(default electra).")
+  flags.DEFINE_enum("model_size", None, list(MODEL_SIZES), "small, base or large.")
+  flags.DEFINE_string("model_dir", None, "Where checkpoints, logs and results go.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: data_dir/vocab.txt).")
+  flags.DEFINE_string("hparams", None, "JSON object or .json file of official hparams.")
+  flags.DEFINE_enum("strategy", "auto", list(strategies),
+                    "tf.distribute strategy; auto: the TPU if --tpu, else every GPU, "
+                    "else the CPU.")
+  flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
+  flags.DEFINE_boolean("do_train", None, "Train.")
+  flags.DEFINE_boolean("do_eval", None, "Evaluate.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Checkpoint the model starts from (project, converted Google or "
+                      "official TF1; prefix or directory).")
+  flags.DEFINE_string("export_dir", None, "Write a SavedModel here at the end.")
+  flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
+                    "Mixed precision (float16 with dynamic loss scaling); default float32.")
+  flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step.")
+
+
+def hparam_flags(*extra: str) -> dict:
+  """The values of the job flags named like an hparam (None: not given), and
+  of the `extra` ones."""
+  names = ("model_size", "model_dir", "vocab_file", "do_train", "do_eval",
+           "mixed_precision", "jit_compile") + extra
+  return {name: flags.FLAGS[name].value for name in names}

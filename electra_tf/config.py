@@ -1,22 +1,21 @@
-"""The single source of every pre-training hyperparameter.
+"""What both jobs' configs share: the encoder's config and the hparam machinery.
 
-`PretrainingConfig` carries the official `configure_pretraining.PretrainingConfig`
-names and defaults, so an official `--hparams` JSON loads unchanged.  It is
-built once at an entry point (`PretrainingConfig.create`) and passed down as a
-value.  `ModelConfig` is the official `modeling.BertConfig`; the discriminator
-and generator configs are derived from a `PretrainingConfig` exactly as the
-official `training_utils.get_bert_config` and `run_pretraining.get_generator_config`
-derive them.
+`ModelConfig` is the official `modeling.BertConfig`; `encoder_config` derives
+it from a model size as the official `training_utils.get_bert_config` does.
+`JobConfig` is the base of `pretrain.config.PretrainingConfig` and
+`finetune.config.FinetuningConfig`: the hyperparameters both official configs
+have under the same name (model size and overrides, vocab, TPU settings,
+locations) and the machinery of both:
 
-Resolution order (as official):
-  1. defaults below;
-  2. the user's hparams;
-  3. `debug` overrides (batch 8, 20 steps, ...);
-  4. model-size defaults (small: embedding_size 128; base/large: the paper's
-     Table 6 settings, see `paper_hparams`);
-  5. the user's hparams again, so that they win over 3 and 4;
-  6. derived `max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`
-     (not settable, as official).
+  * `create(hparams, data_dir=..., model_name=..., **flags)` resolves the
+    values in the official order: the defaults, the user's hparams (flags
+    that share an hparam's name win over them), the job's own defaults
+    (`_apply_job_defaults`: debug, model-size and task settings), the user's
+    values again (they win over those), then derived values and paths
+    (`_derive`) and `validate`;
+  * an unknown hparam, a value of the wrong JSON type and a value out of
+    range are a one-line `ConfigError` naming the hparam;
+  * `parse_hparams` reads `--hparams` (a JSON object or a .json file).
 """
 
 from __future__ import annotations
@@ -24,9 +23,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 MODEL_SIZES = ("small", "base", "large")
+# --strategy values (distribution.create_strategy); fine-tuning runs on one host.
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+FINETUNING_STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
 # None is float32; the others are tf_keras "mixed_<name>" dtype policies.
 MIXED_PRECISIONS = (None, "bfloat16", "float16")
 
@@ -36,31 +38,10 @@ _SIZE_ARCH = {
     "base": {"hidden_size": 768, "num_hidden_layers": 12},
     "large": {"hidden_size": 1024, "num_hidden_layers": 24},
 }
-
-# The paper's Table 6 pre-training settings for base and large.  The official
-# configure_pretraining.py carries them as a commented-out block; here they
-# apply when model_size is base/large and `paper_hparams` is true (default).
-# mask_prob and max_seq_length change max_predictions_per_seq, which is
-# therefore derived after this block (the commented official block derives it
-# before, which would leave it at the 128-token value).
-_PAPER_SETTINGS = {
-    "base": {"max_seq_length": 512, "learning_rate": 2e-4,
-             "embedding_size": 768, "generator_hidden_size": 0.33333,
-             "train_batch_size": 256, "num_train_steps": 766000},
-    "large": {"max_seq_length": 512, "learning_rate": 2e-4,
-              "embedding_size": 1024, "mask_prob": 0.25,
-              "train_batch_size": 2048, "num_train_steps": 400000},
-}
-
-_DEBUG_SETTINGS = {"train_batch_size": 8, "num_train_steps": 20,
-                   "eval_batch_size": 4, "iterations_per_loop": 1,
-                   "num_eval_steps": 2}
-
-# Keys of the official config that the TF1 TPUEstimator needed; accepted so an
-# official hparams JSON loads, and mapped onto tf.distribute where they mean
-# something (tpu_name -> the TPU address).
-_TPU_KEYS = ("use_tpu", "num_tpu_cores", "tpu_job_name", "tpu_name", "tpu_zone",
-             "gcp_project")
+# The official debug-mode shrink (run_pretraining.PretrainingModel and
+# run_finetuning.FinetuningModel).
+_DEBUG_ARCH = {"num_hidden_layers": 3, "hidden_size": 144, "intermediate_size": 144 * 4,
+               "num_attention_heads": 4}
 
 
 class ConfigError(ValueError):
@@ -82,6 +63,12 @@ class ModelConfig:
   type_vocab_size: int = 2
   initializer_range: float = 0.02
 
+  def __post_init__(self) -> None:
+    if self.num_attention_heads < 1 or self.hidden_size % self.num_attention_heads:
+      raise ConfigError(
+          f"hparam model_hparam_overrides: hidden_size {self.hidden_size} is not "
+          f"a multiple of num_attention_heads {self.num_attention_heads}")
+
   @classmethod
   def from_dict(cls, values: Mapping[str, Any]) -> "ModelConfig":
     names = {f.name for f in dataclasses.fields(cls)}
@@ -95,57 +82,42 @@ class ModelConfig:
     return dataclasses.asdict(self)
 
 
+def encoder_config(model_size: str, vocab_size: int,
+                   overrides: Mapping[str, Any], debug: bool = False) -> ModelConfig:
+  """The encoder of a model size (official `get_bert_config`).
+
+  Heads are hidden // 64 and the feed-forward width 4 x hidden unless the
+  overrides say otherwise; `debug` applies the official debug shrink.
+  """
+  args: Dict[str, Any] = dict(_SIZE_ARCH[model_size])
+  args["vocab_size"] = vocab_size
+  args.update(overrides)
+  args["num_attention_heads"] = max(1, args["hidden_size"] // 64)
+  args["intermediate_size"] = 4 * args["hidden_size"]
+  args.update(overrides)
+  if debug:
+    args.update(_DEBUG_ARCH)
+  return ModelConfig.from_dict(args)
+
+
 @dataclasses.dataclass
-class PretrainingConfig:
-  """Pre-training hyperparameters under their official names and defaults."""
+class JobConfig:
+  """The hparams both official configs share (same names, same defaults)."""
   model_name: str = "electra"
   debug: bool = False
   do_train: bool = True
-  do_eval: bool = False
-
-  # loss functions
-  electra_objective: bool = True  # False: plain masked LM (BERT, no NSP)
-  electric_objective: bool = False  # Electric (cloze); not supported here
-  gen_weight: float = 1.0
-  disc_weight: float = 50.0
-  mask_prob: float = 0.15
-
-  # optimization
-  learning_rate: float = 5e-4
-  lr_decay_power: float = 1.0
-  weight_decay_rate: float = 0.01
-  num_warmup_steps: int = 10000
-
-  # training settings
-  iterations_per_loop: int = 200
-  save_checkpoints_steps: int = 1000
-  num_train_steps: int = 1000000
-  num_eval_steps: int = 100
-  keep_checkpoint_max: int = 5
 
   # model settings
   model_size: str = "small"
   model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = None  # discriminator hidden size when None
+  embedding_size: Optional[int] = None  # the hidden size when None
   vocab_size: int = 30522
   do_lower_case: bool = True
-
-  # generator settings
-  uniform_generator: bool = False
-  two_tower_generator: bool = False  # Electric only; not supported here
-  untied_generator_embeddings: bool = False
-  untied_generator: bool = True
-  generator_layers: float = 1.0
-  generator_hidden_size: float = 0.25
-  disallow_correct: bool = False
-  temperature: float = 1.0
-
-  # batch sizes
   max_seq_length: int = 128
-  train_batch_size: int = 128
-  eval_batch_size: int = 128
+  weight_decay_rate: float = 0.01
 
-  # TPU settings (official names)
+  # TPU settings (official names): use_tpu / tpu_name / num_tpu_cores pick
+  # and check the TPU strategy (distribution.create_job_strategy)
   use_tpu: bool = False
   num_tpu_cores: int = 1
   tpu_job_name: Optional[str] = None
@@ -155,144 +127,94 @@ class PretrainingConfig:
 
   # locations (official conventions under data_dir)
   data_dir: str = ""
-  pretrain_tfrecords: str = ""
   vocab_file: str = ""
   model_dir: str = ""
   results_txt: str = ""
   results_pkl: str = ""
 
   # electra-tf additions
-  paper_hparams: bool = True  # base/large take the paper's Table 6 settings
-  seed: int = 0  # masking, shuffling and initialisation seed
-  log_every: int = 10  # training log / TensorBoard interval in steps
+  seed: int = 0  # initialisation, data order, masking, dropout
+  log_every: int = 10  # steps between progress lines / TensorBoard scalars
   mixed_precision: Optional[str] = None  # None (float32), "bfloat16" or "float16"
   jit_compile: bool = False  # XLA-compile the per-replica train step
 
-  # derived (not settable)
-  max_predictions_per_seq: int = dataclasses.field(default=0, init=False)
+  # Names a subclass lists: hparams that must be > 0, and names the official
+  # config computes (not settable).
+  POSITIVE: ClassVar[Tuple[str, ...]] = ("vocab_size", "max_seq_length", "log_every")
+  DERIVED: ClassVar[Tuple[str, ...]] = ()
 
   # ---------------------------------------------------------------- creation
   @classmethod
-  def create(cls, hparams: Optional[Mapping[str, Any]] = None,
-             data_dir: str = "", model_name: str = "electra",
-             ) -> "PretrainingConfig":
-    """Resolves defaults + hparams in the official order (module docstring)."""
-    hparams = dict(hparams or {})
-    _check_hparams(cls, hparams)
+  def create(cls, hparams: Optional[Mapping[str, Any]] = None, *, data_dir: str = "",
+             model_name: str = "electra", **flags: Any):
+    """Resolves defaults, hparams and flags in the official order (module doc)."""
+    user = dict(hparams or {})
+    user.update({key: value for key, value in flags.items() if value is not None})
+    cls.check_hparams(user)
     config = cls(model_name=model_name, data_dir=data_dir)
-    config._apply(hparams)
-    if config.debug:
-      config._apply(_DEBUG_SETTINGS)
-    if config.model_size == "small":
-      config.embedding_size = 128
-    elif config.paper_hparams and config.model_size in _PAPER_SETTINGS:
-      config._apply(_PAPER_SETTINGS[config.model_size])
-    config._apply(hparams)
-    # Derived last so that it sees the final mask_prob / max_seq_length; on the
-    # official code paths (small, debug) this equals the official value.
-    config.max_predictions_per_seq = int(
-        (config.mask_prob + 0.005) * config.max_seq_length)
-    config._fill_paths()
+    config.update(user)
+    config._apply_job_defaults()
+    config.update(user)
+    config._derive()
     config.validate()
     return config
 
-  def _apply(self, values: Mapping[str, Any]) -> None:
+  @classmethod
+  def from_flags(cls, hparams_text: Optional[str], flags: Mapping[str, Any], *,
+                 data_dir: Optional[str] = None, model_name: Optional[str] = None):
+    """`--hparams` plus the flags that share an hparam's name (flags win)."""
+    return cls.create(parse_hparams(hparams_text), data_dir=data_dir or "",
+                      model_name=model_name or "electra", **flags)
+
+  def update(self, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
-      setattr(self, key, value)
+      setattr(self, key, list(value) if isinstance(value, (list, tuple)) else value)
 
-  def _fill_paths(self) -> None:
-    data_dir = self.data_dir
-    if not self.pretrain_tfrecords and data_dir:
-      self.pretrain_tfrecords = os.path.join(
-          data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")
-    if not self.vocab_file and data_dir:
-      self.vocab_file = os.path.join(data_dir, "vocab.txt")
-    if not self.model_dir:
-      self.model_dir = os.path.join(data_dir or ".", "models", self.model_name)
-    results_dir = os.path.join(self.model_dir, "results")
-    if not self.results_txt:
-      self.results_txt = os.path.join(results_dir, "unsup_results.txt")
-    if not self.results_pkl:
-      self.results_pkl = os.path.join(results_dir, "unsup_results.pkl")
+  def _apply_job_defaults(self) -> None:
+    """The job's debug / size / task defaults (between the two user passes)."""
 
-  @property
-  def results_json(self) -> str:
-    return os.path.splitext(self.results_txt)[0] + ".json"
+  def _derive(self) -> None:
+    """Derived values and default paths (after the user's values)."""
 
+  @classmethod
+  def check_hparams(cls, hparams: Mapping[str, Any]) -> None:
+    types = {f.name: f.type for f in dataclasses.fields(cls) if f.init}
+    for key, value in hparams.items():
+      if key in cls.DERIVED:
+        raise ConfigError(f"hparam {key}: derived from data_dir, not settable")
+      if key not in types:
+        raise ConfigError(f"Unknown hparam {key!r}")
+      _check_value(key, types[key], value)
+
+  # -------------------------------------------------------------- checks
   def validate(self) -> None:
     """Raises ConfigError naming the hparam and what is wrong."""
     if self.model_size not in MODEL_SIZES:
       raise ConfigError(f"hparam model_size: {self.model_size!r} is not one of "
                         f"{', '.join(MODEL_SIZES)}")
-    if not 0.0 < self.mask_prob < 1.0:
-      raise ConfigError(f"hparam mask_prob: {self.mask_prob} is outside (0, 1)")
-    if self.electric_objective or self.two_tower_generator:
-      raise ConfigError("hparams electric_objective / two_tower_generator: the "
-                        "Electric objective is not implemented in electra-tf")
     if self.mixed_precision not in MIXED_PRECISIONS:
       raise ConfigError(f"hparam mixed_precision: {self.mixed_precision!r} is not "
                         f"one of {', '.join(map(str, MIXED_PRECISIONS))}")
-    if self.temperature <= 0:
-      raise ConfigError(f"hparam temperature: {self.temperature} must be > 0")
-    for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
-                 "num_train_steps", "vocab_size", "save_checkpoints_steps",
-                 "keep_checkpoint_max", "num_eval_steps", "log_every"):
+    for name in self.POSITIVE:
       if getattr(self, name) <= 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be > 0")
-    if self.num_warmup_steps < 0:
-      raise ConfigError(f"hparam num_warmup_steps: {self.num_warmup_steps} must be >= 0")
-    if self.max_predictions_per_seq < 1:
-      raise ConfigError(
-          f"max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length) = "
-          f"{self.max_predictions_per_seq}; raise mask_prob or max_seq_length")
-    disc = self.discriminator_config()
-    if self.max_seq_length > disc.max_position_embeddings:
+    encoder = self.encoder_config()
+    if self.max_seq_length > encoder.max_position_embeddings:
       raise ConfigError(
           f"hparam max_seq_length: {self.max_seq_length} exceeds "
-          f"max_position_embeddings {disc.max_position_embeddings}")
-    if disc.hidden_size % disc.num_attention_heads:
-      raise ConfigError(
-          f"hparam model_hparam_overrides: hidden_size {disc.hidden_size} is not "
-          f"a multiple of num_attention_heads {disc.num_attention_heads}")
-    if self.electra_objective and self.untied_generator:
-      gen = self.generator_config()
-      if gen.hidden_size < 1 or gen.num_hidden_layers < 1:
-        raise ConfigError(
-            "hparams generator_hidden_size / generator_layers give an empty "
-            f"generator (hidden {gen.hidden_size}, layers {gen.num_hidden_layers})")
-    if not self.untied_generator and self.untied_generator_embeddings:
-      raise ConfigError("hparam untied_generator_embeddings=true needs "
-                        "untied_generator=true (a tied generator is the discriminator)")
+          f"max_position_embeddings {encoder.max_position_embeddings}")
 
-  # ------------------------------------------------------- derived configs
-  def discriminator_config(self) -> ModelConfig:
-    """Official get_bert_config, plus the debug-mode shrink of PretrainingModel."""
-    args: Dict[str, Any] = dict(_SIZE_ARCH[self.model_size])
-    args["vocab_size"] = self.vocab_size
-    args.update(self.model_hparam_overrides)
-    # By default heads and feed-forward size follow the hidden size.
-    args["num_attention_heads"] = max(1, args["hidden_size"] // 64)
-    args["intermediate_size"] = 4 * args["hidden_size"]
-    args.update(self.model_hparam_overrides)
-    if self.debug:
-      args.update(num_hidden_layers=3, hidden_size=144,
-                  intermediate_size=144 * 4, num_attention_heads=4)
-    return ModelConfig.from_dict(args)
-
-  def generator_config(self) -> ModelConfig:
-    """Official get_generator_config: a fraction of the discriminator."""
-    gen = self.discriminator_config()
-    gen.hidden_size = int(round(gen.hidden_size * self.generator_hidden_size))
-    gen.num_hidden_layers = int(round(gen.num_hidden_layers * self.generator_layers))
-    gen.intermediate_size = 4 * gen.hidden_size
-    gen.num_attention_heads = max(1, gen.hidden_size // 64)
-    return gen
+  # ------------------------------------------------------- derived values
+  def encoder_config(self) -> ModelConfig:
+    """The encoder (pre-training: the discriminator), with the debug shrink."""
+    return encoder_config(self.model_size, self.vocab_size,
+                          self.model_hparam_overrides, self.debug)
 
   @property
   def effective_embedding_size(self) -> int:
-    """Width of the shared embedding tables (hidden size when unset)."""
+    """Width of the embedding tables (the hidden size when unset)."""
     if self.embedding_size is None:
-      return self.discriminator_config().hidden_size
+      return self.encoder_config().hidden_size
     return int(self.embedding_size)
 
   def to_dict(self) -> Dict[str, Any]:
@@ -303,8 +225,13 @@ class PretrainingConfig:
 
 
 # ---------------------------------------------------------------- hparams I/O
-def _field_types(cls) -> Dict[str, str]:
-  return {f.name: f.type for f in dataclasses.fields(cls) if f.init}
+_JSON_TYPES = {
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "List[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
 
 
 def _check_value(key: str, type_name: str, value: Any) -> None:
@@ -315,33 +242,11 @@ def _check_value(key: str, type_name: str, value: Any) -> None:
     if optional:
       return
     raise ConfigError(f"hparam {key}: null is not allowed (expected {base})")
-  ok = {
-      "bool": lambda v: isinstance(v, bool),
-      "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-      "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-      "str": lambda v: isinstance(v, str),
-  }.get(base.split("[")[0], lambda v: isinstance(v, dict))(value)
+  ok = _JSON_TYPES.get(base, lambda v: isinstance(v, dict))(value)
   if not ok:
-    raise ConfigError(f"hparam {key}: expected {base}, got {type(value).__name__} "
+    expected = "a list of strings" if base == "List[str]" else base
+    raise ConfigError(f"hparam {key}: expected {expected}, got {type(value).__name__} "
                       f"{value!r}")
-
-
-def _check_hparams(cls, hparams: Mapping[str, Any]) -> None:
-  types = _field_types(cls)
-  for key, value in hparams.items():
-    if key not in types:
-      raise ConfigError(f"Unknown hparam {key!r}")
-    _check_value(key, types[key], value)
-
-
-def from_flags(hparams_text: Optional[str], overrides: Mapping[str, Any], *,
-               data_dir: Optional[str] = None, model_name: Optional[str] = None,
-               ) -> PretrainingConfig:
-  """`--hparams` plus the flags that share an hparam's name (flags win)."""
-  hparams = parse_hparams(hparams_text)
-  hparams.update({k: v for k, v in overrides.items() if v is not None})
-  return PretrainingConfig.create(hparams, data_dir=data_dir or "",
-                                  model_name=model_name or "electra")
 
 
 def parse_hparams(text_or_path: Optional[str], flag: str = "--hparams") -> Dict[str, Any]:

@@ -23,15 +23,15 @@ directory, so a failure leaves nothing under its name.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-from typing import Callable, List, Optional
+from typing import Callable
+
+from absl import flags
 
 from electra_tf import checkpoints
-from electra_tf.cli import one_line_errors
-from electra_tf.config import PretrainingConfig, parse_hparams
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf import cli
+from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.pretrain.model import build_model
 
 
 def _write_checkpoint_dir(output_dir: str, save: Callable[[str], str]) -> str:
@@ -49,7 +49,7 @@ def official_to_project(official_checkpoint: str, config: PretrainingConfig,
   if checkpoints.is_project_checkpoint(prefix):
     raise ValueError(f"--official_checkpoint: {prefix} is already a project "
                      "checkpoint (object-based); nothing to convert")
-  pretrainer = ElectraPretrainer(config)
+  pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix, allow_unused=False)
   return _write_checkpoint_dir(
       output_dir, lambda path: checkpoints.save_project_checkpoint(pretrainer, path))
@@ -59,46 +59,43 @@ def project_to_official(checkpoint: str, config: PretrainingConfig,
                         output_dir: str) -> str:
   """Project checkpoint -> official TF1 checkpoint; returns its prefix."""
   prefix = checkpoints.resolve_checkpoint(checkpoint)
-  pretrainer = ElectraPretrainer(config)
+  pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix)
   return _write_checkpoint_dir(
       output_dir, lambda path: checkpoints.save_official_checkpoint(pretrainer, path))
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-  parser = argparse.ArgumentParser(
-      prog="python -m electra_tf.convert", allow_abbrev=False,
-      description="Convert ELECTRA checkpoints between the official TF1 layout "
-                  "and the project's.")
-  parser.add_argument("--official_checkpoint",
-                      help="official TF1 checkpoint prefix to convert")
-  parser.add_argument("--to_official", action="store_true",
-                      help="convert --checkpoint (project) to the official layout")
-  parser.add_argument("--checkpoint", help="project checkpoint prefix or directory")
-  parser.add_argument("--hparams", default=None,
-                      help="pre-training hparams: JSON object or .json file")
-  parser.add_argument("--output_dir", help="new directory for DIR/model.ckpt")
-  with one_line_errors("electra_tf.convert"):
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-      raise ValueError(f"unknown flag(s): {' '.join(unknown)}")
-    if not args.output_dir:
-      raise ValueError("--output_dir is required")
-    if args.to_official:
-      if not args.checkpoint or args.official_checkpoint:
-        raise ValueError("--to_official needs --checkpoint (and no "
-                         "--official_checkpoint)")
-    elif not args.official_checkpoint or args.checkpoint:
-      raise ValueError("give --official_checkpoint=PREFIX, or --to_official with "
-                       "--checkpoint=PATH")
-    config = PretrainingConfig.create(parse_hparams(args.hparams))
-    if args.to_official:
-      written = project_to_official(args.checkpoint, config, args.output_dir)
-    else:
-      written = official_to_project(args.official_checkpoint, config, args.output_dir)
-    print(f"wrote {written}")
+FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+  """The command's flags (defined only when run, not when imported)."""
+  flags.DEFINE_string("official_checkpoint", None, "Official TF1 checkpoint prefix to convert.")
+  flags.DEFINE_boolean("to_official", False,
+                       "Convert --checkpoint (project) to the official layout.")
+  flags.DEFINE_string("checkpoint", None, "Project checkpoint prefix or directory.")
+  flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
+  flags.DEFINE_string("output_dir", None, "New directory for DIR/model.ckpt.")
+
+
+def main() -> int:
+  if not FLAGS.output_dir:
+    raise ValueError("--output_dir is required")
+  if FLAGS.to_official:
+    if not FLAGS.checkpoint or FLAGS.official_checkpoint:
+      raise ValueError("--to_official needs --checkpoint (and no --official_checkpoint)")
+  elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
+    raise ValueError("give --official_checkpoint=PREFIX, or --to_official with "
+                     "--checkpoint=PATH")
+  config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+  if FLAGS.to_official:
+    written = project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
+  else:
+    written = official_to_project(FLAGS.official_checkpoint, config, FLAGS.output_dir)
+  print(f"wrote {written}")
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "electra_tf.convert")

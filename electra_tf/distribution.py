@@ -14,7 +14,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+from electra_tf.config import STRATEGIES, ConfigError
+
 
 
 def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distribute.Strategy:
@@ -45,6 +46,31 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
     return tf.distribute.MirroredStrategy()
   gpus = tf.config.list_logical_devices("GPU")
   return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+
+
+def create_job_strategy(config, strategy_name: str = "auto",
+                        tpu: Optional[str] = None) -> tf.distribute.Strategy:
+  """The strategy of --strategy / --tpu and a job config's official TPU hparams.
+
+  `use_tpu` asks for the TPU strategy (at --tpu, else hparam tpu_name), and
+  then `num_tpu_cores` must be the TPU's core count (all are used);
+  `tpu_zone`, `gcp_project` and `tpu_job_name` (TPUEstimator settings with no
+  tf.distribute counterpart here) are refused: give the TPU's name or
+  grpc:// address instead.
+  """
+  for key in ("tpu_zone", "gcp_project", "tpu_job_name"):
+    if getattr(config, key):
+      raise ConfigError(f"hparam {key}: not supported; give the TPU's name or "
+                        "grpc:// address as --tpu or hparam tpu_name")
+  if config.use_tpu:
+    if strategy_name not in ("auto", "tpu"):
+      raise ConfigError(f"hparam use_tpu=true contradicts --strategy={strategy_name}")
+    strategy_name, tpu = "tpu", tpu or config.tpu_name
+  strategy = create_strategy(strategy_name, tpu)
+  if config.use_tpu and strategy.num_replicas_in_sync != config.num_tpu_cores:
+    raise ConfigError(f"hparam num_tpu_cores: {config.num_tpu_cores}, but the "
+                      f"TPU has {strategy.num_replicas_in_sync} cores (all are used)")
+  return strategy
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -20,17 +20,19 @@ export under DIR.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import List, Optional, Tuple, Union
+from typing import List, Tuple, Union
 
+from absl import flags
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf.cli import one_line_errors
-from electra_tf.config import ModelConfig, PretrainingConfig, parse_hparams
+from electra_tf import cli
+from electra_tf import stop_points
+from electra_tf.config import ModelConfig
 from electra_tf.modeling.encoder import TransformerEncoder
 from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.pretrain.model import build_model
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -124,6 +126,7 @@ def save_serving_module(module: tf.Module, export_dir: str,
                                      overwrite=overwrite) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures={
         "serving_default": module.serve.get_concrete_function()})
+    stop_points.reached("export_written")
   return export_dir
 
 
@@ -138,28 +141,26 @@ def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
   return save_serving_module(serving_module(model), export_dir, overwrite)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-  parser = argparse.ArgumentParser(
-      prog="python -m electra_tf.export", allow_abbrev=False,
-      description="Export the ELECTRA discriminator as a SavedModel.")
-  parser.add_argument("--checkpoint",
-                      help="project or official checkpoint (prefix or directory)")
-  parser.add_argument("--hparams", default=None,
-                      help="pre-training hparams: JSON object or .json file")
-  parser.add_argument("--export_dir", help="new directory for the SavedModel")
-  with one_line_errors("electra_tf.export"):
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-      raise ValueError(f"unknown flag(s): {' '.join(unknown)}")
-    if not args.checkpoint or not args.export_dir:
-      raise ValueError("--checkpoint and --export_dir are required")
-    prefix = checkpoints.resolve_checkpoint(args.checkpoint)
-    config = PretrainingConfig.create(parse_hparams(args.hparams))
-    pretrainer = ElectraPretrainer(config)
-    checkpoints.restore_from_checkpoint(pretrainer, prefix)
-    print(f"wrote {export_saved_model(pretrainer, args.export_dir)}")
+FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+  """The command's flags (defined only when run, not when imported)."""
+  flags.DEFINE_string("checkpoint", None,
+                      "Project or official checkpoint (prefix or directory).")
+  flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
+  flags.DEFINE_string("export_dir", None, "New directory for the SavedModel.")
+  flags.mark_flags_as_required(["checkpoint", "export_dir"])
+
+
+def main() -> int:
+  prefix = checkpoints.resolve_checkpoint(FLAGS.checkpoint)
+  pretrainer = build_model(PretrainingConfig.from_flags(FLAGS.hparams, {}))
+  checkpoints.restore_from_checkpoint(pretrainer, prefix)
+  print(f"wrote {export_saved_model(pretrainer, FLAGS.export_dir)}")
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "electra_tf.export")

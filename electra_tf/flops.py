@@ -12,7 +12,7 @@ tokens).  All counts are per sequence of `seq_length` tokens (floats).
 import dataclasses
 from typing import Optional, Tuple
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.pretrain.config import PretrainingConfig
 
 DROPOUT_FLOPS = 4  # random number, >=, mask multiply, 1 / (1 - rate) multiply
 LAYER_NORM_FLOPS = 5  # mean, variance (square and sum), bias, scale
@@ -134,13 +134,13 @@ def model_sizes(config: PretrainingConfig
         embedding_size=embedding_size, intermediate_size=model.intermediate_size,
         num_heads=model.num_attention_heads)
 
-  main = size(config.discriminator_config(), config.effective_embedding_size)
+  main = size(config.encoder_config(), config.effective_embedding_size)
   if not config.electra_objective:
     return main, None
   if config.uniform_generator:
     return None, main
   generator = (config.generator_config() if config.untied_generator
-               else config.discriminator_config())
+               else config.encoder_config())
   embedding = None if config.untied_generator_embeddings else config.effective_embedding_size
   return size(generator, embedding), main
 

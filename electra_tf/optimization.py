@@ -6,7 +6,7 @@ in a custom training loop, inside `tf.function` and under `tf.distribute`.
 
 Per variable `w` (any shape) with gradient `g` (same shape), after the
 gradients of all replicas are summed and the summed list is clipped to global
-norm 1.0:
+norm 1.0 (the norm of the dense gradients, `clip_by_global_norm`):
 
   m = beta_1 * m + (1 - beta_1) * g
   v = beta_2 * v + (1 - beta_2) * g^2
@@ -22,15 +22,15 @@ optimizer variables, so `tf.train.Checkpoint(optimizer=...)` saves them.
 
 Mixed precision (`mixed_precision` "bfloat16" / "float16"): `dtype_policy`
 builds layers with float32 variables and 16-bit compute; for float16
-`with_loss_scaling` wraps the optimizer in a dynamic LossScaleOptimizer.  A
-train step then scales the loss (`scale_loss`) and unscales the gradients
-(`unscale_gradients`) before `apply_gradients`, so the replica sum, the
-finiteness check (a step with inf/nan gradients is skipped and the scale
-halved) and the global-norm clipping all see true-scale float32 gradients.
+`with_loss_scaling` wraps the optimizer in a dynamic LossScaleOptimizer.  The
+train step (`train_loop.Trainer`) then scales the loss and unscales the
+gradients before `apply_gradients`, so the replica sum, the finiteness check
+(a step with inf/nan gradients is skipped and the scale halved) and the
+global-norm clipping all see true-scale float32 gradients.
 """
 
 import contextlib
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
@@ -42,6 +42,35 @@ BETA_2 = 0.999
 EPSILON = 1e-6
 CLIP_NORM = 1.0
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def dense_gradients(gradients: Sequence[Optional[Any]]) -> List[Optional[tf.Tensor]]:
+  """The gradients with every tf.IndexedSlices summed into its dense tensor.
+
+  A gather's gradient (an embedding lookup) is an IndexedSlices holding one
+  row per looked-up token: a token that occurs twice gives two rows for the
+  same table row.  Its dense form sums them; the norm of `.values` does not.
+  """
+  return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+          for g in gradients]
+
+
+def clip_by_global_norm(gradients: Sequence[Optional[Any]],
+                        clip_norm: float = CLIP_NORM) -> List[Optional[tf.Tensor]]:
+  """Official `tf.clip_by_global_norm(grads, 1.0)`, with the true norm.
+
+  The norm is that of the dense gradients (`dense_gradients`), as in the
+  official graph, where every pre-training gradient is dense: token types
+  are looked up by a one-hot matmul and the word-embedding table also gets
+  the tied output layer's dense gradient.  `tf.clip_by_global_norm` given an
+  IndexedSlices takes the norm of its rows without summing duplicates
+  (1.2-1.7x too small on real batches), so it would clip too little.  (The
+  official fine-tuning on CPU/GPU looks words up with a gather and so clips
+  with that smaller norm; on TPU, where the released models were trained,
+  its one-hot lookups make it the true norm, as here.)
+  """
+  dense = dense_gradients(gradients)
+  return tf.clip_by_global_norm(dense, clip_norm)[0]
 
 
 def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
@@ -186,8 +215,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   def update_step(self, gradient, variable):
     index = self._index_dict[self._var_key(variable)]
     m, v = self._adam_m[index], self._adam_v[index]
-    # Sparse (gathered) gradients become dense, as in the official graph.
-    gradient = tf.convert_to_tensor(gradient)
     # Same operation order as the official graph, all in float32.
     next_m = BETA_1 * m + (1.0 - BETA_1) * gradient
     next_v = BETA_2 * v + (1.0 - BETA_2) * tf.square(gradient)
@@ -199,6 +226,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     variable.assign(variable - learning_rate * update)
     m.assign(next_m)
     v.assign(next_v)
+
+  def _clip_gradients(self, grads):
+    """Keras' global_clipnorm hook: the official clip with the true norm."""
+    return clip_by_global_norm(grads, self.global_clipnorm)
 
   def current_learning_rate(self) -> tf.Tensor:
     """Official lr(global_step) with global_step = updates applied so far.
@@ -297,18 +328,3 @@ def base_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Op
   if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
     return optimizer.inner_optimizer
   return optimizer
-
-
-def scale_loss(optimizer: keras.optimizers.Optimizer, loss: tf.Tensor) -> tf.Tensor:
-  """The loss times the current loss scale (unchanged without loss scaling)."""
-  if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-    return optimizer.get_scaled_loss(loss)
-  return loss
-
-
-def unscale_gradients(optimizer: keras.optimizers.Optimizer,
-                      gradients: List[Optional[tf.Tensor]]) -> List[Optional[tf.Tensor]]:
-  """Gradients of a `scale_loss` loss back at true scale."""
-  if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-    return optimizer.get_unscaled_gradients(gradients)
-  return gradients

@@ -89,6 +89,13 @@ class SpecialIds:
   mask_id: int
 
 
+def check_vocab_size(vocab: Dict[str, int], vocab_size: int, vocab_file: str) -> None:
+  """The hparam vocab_size must be the vocab's number of entries."""
+  if len(vocab) != vocab_size:
+    raise DataError(f"hparam vocab_size: {vocab_size} differs from the {len(vocab)} "
+                    f"entries of {vocab_file}")
+
+
 def special_ids(vocab: Dict[str, int], path: str) -> SpecialIds:
   """The special-token ids of `vocab` (read from `path`, named in errors)."""
   missing = [token for token in SPECIAL_TOKENS if token not in vocab]

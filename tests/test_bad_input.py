@@ -137,6 +137,7 @@ def _pretraining_case(case, data, tmp_path):
     "truncated_tfrecord",  # 10
     "glob_matches_nothing",  # 11
 ])
+@pytest.mark.slow
 def test_pretraining_bad_data(case, tiny_data, tmp_path):  # noqa: F811
   model_dir = _sentinel_dir(tmp_path / "model")
   export_dir = tmp_path / "export"
@@ -149,6 +150,7 @@ def test_pretraining_bad_data(case, tiny_data, tmp_path):  # noqa: F811
          untouched=[(model_dir, before), (export_dir, None)])
 
 
+@pytest.mark.slow
 def test_pretraining_data_dir_without_records(tiny_data, tmp_path):  # noqa: F811
   """11: --data_dir whose pretrain_tfrecords/ glob matches nothing."""
   data_dir = tmp_path / "data"
@@ -200,12 +202,13 @@ def test_demo_with_bad_hparams_writes_nothing(tmp_path):
 def _pretrainer_checkpoint(hparams, directory) -> str:
   """Saves a freshly initialised pre-training model of `hparams`; its prefix."""
   import tensorflow as tf
-  from electra_tf.config import PretrainingConfig
-  from electra_tf.modeling.pretrainer import ElectraPretrainer
-  model = ElectraPretrainer(PretrainingConfig.create(hparams))
+  from electra_tf.pretrain.config import PretrainingConfig
+  from electra_tf.pretrain.model import build_model
+  model = build_model(PretrainingConfig.create(hparams))
   return tf.train.Checkpoint(model=model).save(str(directory / "ckpt"))
 
 
+@pytest.mark.slow
 def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: F811
   """17: a hidden-size-32 checkpoint given to a hidden-size-64 run."""
   prefix = _pretrainer_checkpoint(TINY_HPARAMS, tmp_path / "other")
@@ -243,6 +246,7 @@ def _corpus_case(case, tmp_path):
     ("only_empty_files", False),  # 6: files, but no text
     ("invalid_utf8", False),  # 7
 ])
+@pytest.mark.slow
 def test_build_tfrecords_bad_corpus(case, output_exists, bert_vocab, tmp_path):
   corpus, parts = _corpus_case(case, tmp_path)
   output_dir = tmp_path / "out"
@@ -256,6 +260,7 @@ def test_build_tfrecords_bad_corpus(case, output_exists, bert_vocab, tmp_path):
   _check(result, "build_tfrecords.py", *parts, untouched=[(output_dir, before)])
 
 
+@pytest.mark.slow
 def test_build_vocab_empty_corpus_dir(tmp_path):
   """6: build_vocab.py on an empty corpus dir keeps the existing vocab."""
   corpus = tmp_path / "corpus"
@@ -316,6 +321,7 @@ def _finetuning_case(case, data_dir, shared):
     "squad_without_answers",  # 20: train
     "squad_dev_without_answers",  # 20: dev
 ])
+@pytest.mark.slow
 def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
   data_dir = tmp_path / "data"
   data_dir.mkdir()
@@ -333,6 +339,7 @@ def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
          untouched=[*before.items(), (tmp_path / "export", None)])
 
 
+@pytest.mark.slow
 def test_finetuning_init_checkpoint_of_another_architecture(  # noqa: F811
     finetuning_data_dir, bert_vocab, tmp_path):
   """17 for fine-tuning: a hidden-size-32 encoder given to a hidden-size-64 run."""
@@ -364,19 +371,19 @@ def serving_functions(tmp_path_factory):
   import tensorflow as tf
   from electra_tf import export
   from electra_tf import tokenization
-  from electra_tf.config import PretrainingConfig
+  from electra_tf.pretrain.config import PretrainingConfig
   from electra_tf.finetune import export as finetune_export
   from electra_tf.finetune import task_builder
   from electra_tf.finetune.config import FinetuningConfig
   from electra_tf.finetune.model import FinetuningModel
-  from electra_tf.modeling.pretrainer import ElectraPretrainer
+  from electra_tf.pretrain.model import build_model
   root = tmp_path_factory.mktemp("serving")
   vocab = list(tokenization.SPECIAL_TOKENS) + [
       f"word{i}" for i in range(SERVING_VOCAB - len(tokenization.SPECIAL_TOKENS))]
   (root / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
   arch = {"model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 1},
           "embedding_size": 8, "vocab_size": SERVING_VOCAB, "max_seq_length": 16}
-  pretrainer = ElectraPretrainer(PretrainingConfig.create(arch))
+  pretrainer = build_model(PretrainingConfig.create(arch))
   export.export_saved_model(pretrainer, str(root / "pretraining"))
   config = FinetuningConfig.create(arch, task_names=["rte"], data_dir=str(root),
                                    model_dir=str(root / "model"))
@@ -399,6 +406,7 @@ def serving_functions(tmp_path_factory):
     ({"segment_ids": [[0, 0, 0, 1, 2, 1]]}, "segment_ids: holds an id >= type_vocab_size 2"),
     ({"segment_ids": [[0, 0, 0, -1, 1, 1]]}, "segment_ids: holds a negative id"),
 ])
+@pytest.mark.slow
 def test_serving_rejects_bad_inputs(serving_functions, export_name, change, message):
   """21: mismatched shapes and out-of-range ids fail the call with a clear message."""
   import tensorflow as tf

@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from electra_tf import benchmark
 from electra_tf import flops
-from electra_tf.config import PretrainingConfig
+from electra_tf.pretrain.config import PretrainingConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_HPARAMS = {"vocab_size": 500, "embedding_size": 16,
@@ -37,6 +38,7 @@ def test_synthetic_batch_is_a_masked_batch():
     np.testing.assert_array_equal(value, again[key])
 
 
+@pytest.mark.slow
 def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
   result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=2",
                              "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
@@ -58,6 +60,7 @@ def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
   assert report["device"].startswith(("CPU", "1 x", "2 x", "4 x", "8 x"))
 
 
+@pytest.mark.slow
 def test_bad_flag_is_a_one_line_error():
   result = run_benchmark_cli("--batch_size=0", "--json")
   assert result.returncode != 0

@@ -7,13 +7,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import tensorflow as tf
 
-from data_prep import build_tfrecords as builder_lib
-from data_prep.build_tfrecords import ExampleBuilder
+from electra_tf.pretrain import tfrecords as builder_lib
+from electra_tf.pretrain.tfrecords import ExampleBuilder
+from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf.tokenization import DataError
 
@@ -129,6 +129,7 @@ def corpus_build(corpus_dir, bert_vocab, tmp_path_factory):
   return summary, read_records(output_files(out)), out
 
 
+@pytest.mark.slow
 def test_record_structure_on_real_text(corpus_build):
   summary, records, out = corpus_build
   assert [p.name for p in output_files(out)] == [
@@ -182,6 +183,7 @@ def test_examples_follow_the_text_in_order(corpus_dir, bert_vocab, tmp_path):
   assert kept > 0.9 * len(stream)  # only the tails of overlong examples are cut
 
 
+@pytest.mark.slow
 def test_fast_and_reference_tokenizers_write_identical_files(corpus_dir, bert_vocab,
                                                             tmp_path):
   corpus = [corpus_dir / "gutenberg" / "31251-0.txt", corpus_dir / "gutenberg" / "jnglb10.txt"]
@@ -195,6 +197,7 @@ def test_fast_and_reference_tokenizers_write_identical_files(corpus_dir, bert_vo
   assert contents["fast", 5] != contents["fast", 6]  # the seed drives the choices
 
 
+@pytest.mark.slow
 def test_two_processes_split_files_and_outputs(corpus_dir, bert_vocab, tmp_path):
   corpus = [corpus_dir / "gutenberg" / "31251-0.txt", corpus_dir / "gutenberg" / "43790-0.txt"]
   one = builder_lib.build_tfrecords(corpus, bert_vocab, tmp_path / "one", num_out_files=4,
@@ -276,6 +279,7 @@ def run_cli(args, **kwargs):
                           **kwargs)
 
 
+@pytest.mark.slow
 def test_cli_error_is_one_line(corpus_dir, tmp_path):
   process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={tmp_path}/v.txt",
                      f"--output_dir={tmp_path}/out"])
@@ -286,35 +290,24 @@ def test_cli_error_is_one_line(corpus_dir, tmp_path):
   assert "Traceback" not in stderr and not (tmp_path / "out").exists()
 
 
-def _stopped_mid_write(process, out) -> bool:
-  """Waits for the build's partial files, then freezes it with SIGSTOP; True
-  when it is frozen while writing (partial files, no final file yet)."""
-  deadline = time.time() + 120
-  while process.poll() is None and time.time() < deadline:
-    if out.exists() and list(out.glob(".*.partial")):
-      break
-    time.sleep(0.05)
-  process.send_signal(signal.SIGSTOP)
-  return (process.poll() is None and bool(list(out.glob(".*.partial")))
-          and not list(out.glob(builder_lib.OUTPUT_PREFIX + "*")))
-
-
+@pytest.mark.slow
 def test_interrupted_build_leaves_no_file(corpus_dir, bert_vocab, tmp_path):
-  # Frozen first, so a slow test process cannot miss the ~5 s of writing and
-  # interrupt the interpreter's exit instead (a retry covers that case).
-  for attempt in range(3):
-    out = tmp_path / f"out{attempt}"
-    process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
-                       f"--output_dir={out}", "--num_out_files=2", "--tokenizer=reference"])
-    if _stopped_mid_write(process, out):
-      break
+  # Deterministic, however slow the machine: the build freezes itself
+  # (stop point) once it has written examples into its .partial files; the
+  # SIGINT is sent while it is frozen and delivered when it continues.
+  out = tmp_path / "out"
+  process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
+                     f"--output_dir={out}", "--num_out_files=2"],
+                    env=dict(os.environ, **stop_points.environment("tfrecords_writing")))
+  try:
+    assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
+    assert len(list(out.glob(".*.partial"))) == 2
+    assert not list(out.glob(builder_lib.OUTPUT_PREFIX + "*"))
+    process.send_signal(signal.SIGINT)  # pending until the process continues
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=600)
+  finally:
     process.kill()
-    process.communicate(timeout=120)
-  else:
-    pytest.fail("the build could not be caught while writing in 3 tries")
-  process.send_signal(signal.SIGINT)  # pending until the process continues
-  process.send_signal(signal.SIGCONT)
-  _, stderr = process.communicate(timeout=120)
   assert process.returncode == 130, stderr[-2000:]
   assert stderr.strip().splitlines()[-1].endswith("interrupted; no output file was written")
   assert not out.exists()  # the build created it, and removed it

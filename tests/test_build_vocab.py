@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from data_prep import build_vocab as vocab_lib
+from electra_tf.pretrain import vocab as vocab_lib
 from electra_tf import tokenization
 from electra_tf.tokenization import DataError
 
@@ -25,6 +25,7 @@ def tokenize_with(vocab, lines, tmp_path, do_lower_case):
   return [token for line in lines for token in tokenizer.tokenize(line)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_learned_vocab_covers_the_text(book_lines, tmp_path, do_lower_case):
   vocab = vocab_lib.build_vocab(book_lines, vocab_size=500, do_lower_case=do_lower_case)
@@ -40,6 +41,7 @@ def test_learned_vocab_covers_the_text(book_lines, tmp_path, do_lower_case):
   assert (ids.pad_id, ids.unk_id, ids.cls_id, ids.sep_id, ids.mask_id) == (0, 1, 2, 3, 4)
 
 
+@pytest.mark.slow
 def test_vocab_size_errors(book_lines):
   with pytest.raises(DataError, match="--vocab_size: 5 leaves no room"):
     vocab_lib.build_vocab(book_lines, vocab_size=5)
@@ -50,6 +52,7 @@ def test_vocab_size_errors(book_lines):
     vocab_lib.build_vocab(["", "  "], vocab_size=100)
 
 
+@pytest.mark.slow
 def test_cli(book_lines, tmp_path):
   corpus = tmp_path / "book.txt"
   corpus.write_text("\n".join(book_lines[:300]) + "\n", encoding="utf-8")

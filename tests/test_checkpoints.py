@@ -2,6 +2,9 @@
 
 import json
 import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,10 +12,11 @@ import tensorflow as tf
 import tf_keras as keras
 
 from electra_tf import checkpoints, convert
-from electra_tf.config import PretrainingConfig
+from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.model import build_model
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY = {"vocab_size": 40, "embedding_size": 8, "max_seq_length": 8,
         "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 2,
                                    "num_attention_heads": 2}}
@@ -27,9 +31,9 @@ def fixture_hparams(official_debug_fixture):
 def converted(official_debug_fixture, fixture_hparams, tmp_path_factory):
   """The fixture's official checkpoint converted by the CLI: its directory."""
   output_dir = tmp_path_factory.mktemp("converted") / "electra"
-  assert convert.main([
-      f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}",
-      f"--hparams={json.dumps(fixture_hparams)}", f"--output_dir={output_dir}"]) == 0
+  assert convert.official_to_project(
+      str(official_debug_fixture / "model.ckpt"), PretrainingConfig.create(fixture_hparams),
+      str(output_dir)) == str(output_dir / "model.ckpt")
   return output_dir
 
 
@@ -44,9 +48,8 @@ def test_convert_round_trip_gives_back_the_official_checkpoint(
       "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
   assert checkpoints.is_project_checkpoint(str(converted / "model.ckpt"))
   back_dir = tmp_path / "official"
-  assert convert.main(["--to_official", f"--checkpoint={converted}",
-                       f"--hparams={json.dumps(fixture_hparams)}",
-                       f"--output_dir={back_dir}"]) == 0
+  convert.project_to_official(str(converted), PretrainingConfig.create(fixture_hparams),
+                              str(back_dir))
   original = read_all(official_debug_fixture / "model.ckpt")
   back = read_all(back_dir / "model.ckpt")
   assert sorted(back) == sorted(original) and len(back) == 82
@@ -58,7 +61,7 @@ def test_convert_round_trip_gives_back_the_official_checkpoint(
 
 def test_project_checkpoint_loads_through_tf_train_checkpoint(
     official_debug_fixture, fixture_hparams, converted):
-  model = ElectraPretrainer(PretrainingConfig.create(fixture_hparams))
+  model = build_model(PretrainingConfig.create(fixture_hparams))
   status = tf.train.Checkpoint(model=model).read(str(converted / "model.ckpt"))
   status.assert_existing_objects_matched()
   original = read_all(official_debug_fixture / "model.ckpt")
@@ -71,7 +74,7 @@ def test_project_checkpoint_loads_through_tf_train_checkpoint(
 def test_discriminator_encoder_alone_loads_either_format(
     official_debug_fixture, fixture_hparams, converted, source):
   config = PretrainingConfig.create(fixture_hparams)
-  encoder = build_discriminator_encoder(config.discriminator_config(),
+  encoder = build_discriminator_encoder(config.encoder_config(),
                                         config.effective_embedding_size)
   path = converted if source == "project" else official_debug_fixture / "model.ckpt"
   unused = checkpoints.restore_from_checkpoint(encoder, str(path))
@@ -84,9 +87,10 @@ def test_discriminator_encoder_alone_loads_either_format(
                                   original[checkpoints.official_name(variable)])
 
 
+@pytest.mark.slow
 def test_training_checkpoint_with_optimizer_state_restores(tmp_path):
   config = PretrainingConfig.create(TINY)
-  model = ElectraPretrainer(config)
+  model = build_model(config)
   optimizer = keras.optimizers.Adam(0.01)
   ids = np.arange(1, 9, dtype=np.int32).reshape(1, 8)
   batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
@@ -100,7 +104,7 @@ def test_training_checkpoint_with_optimizer_state_restores(tmp_path):
                                 model.trainable_variables))
   prefix = tf.train.Checkpoint(model=model, optimizer=optimizer).save(
       str(tmp_path / "ckpt"))
-  fresh = ElectraPretrainer(config)
+  fresh = build_model(config)
   assert checkpoints.restore_from_checkpoint(fresh, str(tmp_path)) == []
   for a, b in zip(model.variables, fresh.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -110,7 +114,7 @@ def test_training_checkpoint_with_optimizer_state_restores(tmp_path):
 def test_other_architecture_fails_naming_variable_and_shapes(converted, fixture_hparams):
   hparams = dict(fixture_hparams, model_hparam_overrides={
       "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4})
-  model = ElectraPretrainer(PretrainingConfig.create(hparams))
+  model = build_model(PretrainingConfig.create(hparams))
   with pytest.raises(checkpoints.CheckpointError) as error:
     checkpoints.restore_from_checkpoint(model, str(converted))
   message = str(error.value)
@@ -120,7 +124,7 @@ def test_other_architecture_fails_naming_variable_and_shapes(converted, fixture_
 
 
 def test_missing_and_unmapped_variables_are_errors(tmp_path):
-  two_layers = ElectraPretrainer(PretrainingConfig.create(TINY))
+  two_layers = build_model(PretrainingConfig.create(TINY))
   prefix = checkpoints.save_official_checkpoint(two_layers, str(tmp_path / "two"))
   deeper = dict(TINY, model_hparam_overrides=dict(
       TINY["model_hparam_overrides"], num_hidden_layers=3))
@@ -128,14 +132,14 @@ def test_missing_and_unmapped_variables_are_errors(tmp_path):
                      match=r"lacks model variable electra/encoder/layer_2/\S+ "
                            r"\(and 31 more\)"):
     checkpoints.restore_from_checkpoint(
-        ElectraPretrainer(PretrainingConfig.create(deeper)), prefix)
+        build_model(PretrainingConfig.create(deeper)), prefix)
   shallower = dict(TINY, model_hparam_overrides=dict(
       TINY["model_hparam_overrides"], num_hidden_layers=1))
   with pytest.raises(checkpoints.CheckpointError,
                      match=r"variable electra/encoder/layer_1/\S+ \(and 31 more\) "
                            "has no counterpart in the model"):
     checkpoints.restore_from_checkpoint(
-        ElectraPretrainer(PretrainingConfig.create(shallower)), prefix)
+        build_model(PretrainingConfig.create(shallower)), prefix)
   with pytest.raises(checkpoints.CheckpointError, match="not found"):
     checkpoints.restore_from_checkpoint(two_layers, str(tmp_path / "absent"))
   with pytest.raises(checkpoints.CheckpointError, match="holds no checkpoint"):
@@ -143,7 +147,7 @@ def test_missing_and_unmapped_variables_are_errors(tmp_path):
 
 
 def test_official_optimizer_state_is_ignored(tmp_path):
-  model = ElectraPretrainer(PretrainingConfig.create(TINY))
+  model = build_model(PretrainingConfig.create(TINY))
   kernel = model.discriminator_predictions.dense.kernel
   extra = [tf.Variable(0, dtype=tf.int64, name="global_step"),
            tf.Variable(tf.zeros_like(kernel), name="discriminator_predictions/dense/kernel/adam_m")]
@@ -152,33 +156,50 @@ def test_official_optimizer_state_is_ignored(tmp_path):
   assert checkpoints.restore_from_checkpoint(model, prefix) == []
 
 
-def test_convert_cli_errors_are_one_line_and_leave_nothing(
-    official_debug_fixture, fixture_hparams, converted, tmp_path, capsys):
-  def fails(*argv):
-    with pytest.raises(SystemExit) as exit_info:
-      convert.main(list(argv))
-    assert exit_info.value.code != 0
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err
-    return err
+def test_conversion_errors_name_the_problem_and_leave_nothing(
+    official_debug_fixture, fixture_hparams, converted, tmp_path):
+  output = tmp_path / "out"
+  official = str(official_debug_fixture / "model.ckpt")
+  config = PretrainingConfig.create(fixture_hparams)
+
+  def fails(checkpoint, hparams=fixture_hparams, output_dir=output):
+    with pytest.raises(ValueError) as error:
+      convert.official_to_project(checkpoint, PretrainingConfig.create(hparams),
+                                  str(output_dir))
+    assert "\n" not in str(error.value)
+    return str(error.value)
+
+  assert "not found" in fails(str(tmp_path / "nope"))
+  assert "already a project checkpoint" in fails(str(converted))
+  assert "already exists and is not empty" in fails(official, output_dir=converted)
+  err = fails(official, dict(fixture_hparams, embedding_size=32))
+  assert "electra/embeddings" in err and "[30522, 16]" in err and "[30522, 32]" in err
+  assert "generator/embeddings_project/bias (and 38 more) is not part of the model" in fails(
+      official, dict(fixture_hparams, uniform_generator=True))
+  assert config.encoder_config() is not None
+  assert not output.exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_convert_cli(official_debug_fixture, fixture_hparams, tmp_path):
+  """The command: one line and exit 2 on bad input, nothing written."""
+  def convert_cli(*argv):
+    return subprocess.run([sys.executable, "-m", "electra_tf.convert", *argv],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
 
   output = tmp_path / "out"
   official = f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}"
-  assert "--output_dir is required" in fails(official)
-  assert "--official_checkpoint" in fails(f"--output_dir={output}")
-  assert "unknown flag" in fails(official, f"--output_dir={output}", "--bogus=1")
-  assert "not found" in fails(f"--official_checkpoint={tmp_path / 'nope'}",
-                              f"--output_dir={output}")
-  assert "already a project checkpoint" in fails(
-      f"--official_checkpoint={converted}", f"--output_dir={output}")
-  assert "already exists and is not empty" in fails(
-      official, f"--hparams={json.dumps(fixture_hparams)}", f"--output_dir={converted}")
-  bigger = dict(fixture_hparams, embedding_size=32)
-  err = fails(official, f"--hparams={json.dumps(bigger)}", f"--output_dir={output}")
-  assert "electra/embeddings" in err and "[30522, 16]" in err and "[30522, 32]" in err
-  uniform = dict(fixture_hparams, uniform_generator=True)
-  assert "generator/embeddings_project/bias (and 38 more) is not part of the model" in fails(
-      official, f"--hparams={json.dumps(uniform)}", f"--output_dir={output}")
-  assert "Unknown hparam" in fails(official, '--hparams={"hiden_size": 3}',
-                                   f"--output_dir={output}")
-  assert not output.exists() and os.listdir(tmp_path) == []
+  for argv, message in [
+      ((official,), "--output_dir is required"),
+      ((official, f"--output_dir={output}", '--hparams={"hiden_size": 3}'),
+       "Unknown hparam 'hiden_size'"),
+      ((official, f"--output_dir={output}", "stray"), "unexpected argument(s): stray (every option is a --flag)")]:
+    run = convert_cli(*argv)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == f"electra_tf.convert: error: {message}"
+  assert not output.exists()
+  run = convert_cli(official, f"--hparams={json.dumps(fixture_hparams)}",
+                    f"--output_dir={output}")
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.strip() == f"wrote {output / 'model.ckpt'}"
+  assert checkpoints.is_project_checkpoint(str(output / "model.ckpt"))

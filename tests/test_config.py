@@ -5,7 +5,8 @@ import json
 import pytest
 
 from electra_tf import config as config_lib
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.config import ConfigError
+from electra_tf.pretrain.config import PretrainingConfig
 
 
 def test_official_defaults():
@@ -24,21 +25,21 @@ def test_official_defaults():
 
 def test_model_sizes_and_generator():
   small = PretrainingConfig.create({"model_size": "small"})
-  d = small.discriminator_config()
+  d = small.encoder_config()
   assert (d.hidden_size, d.num_hidden_layers, d.num_attention_heads,
           d.intermediate_size) == (256, 12, 4, 1024)
   g = small.generator_config()
   assert (g.hidden_size, g.num_hidden_layers, g.num_attention_heads,
           g.intermediate_size) == (64, 12, 1, 256)
   base = PretrainingConfig.create({"model_size": "base"})
-  d = base.discriminator_config()
+  d = base.encoder_config()
   assert (d.hidden_size, d.num_hidden_layers, d.num_attention_heads) == (768, 12, 12)
   # the paper's Table 6 settings for base
   assert (base.max_seq_length, base.learning_rate, base.train_batch_size) == (512, 2e-4, 256)
   assert base.generator_config().hidden_size == 256  # round(768 / 3)
   assert base.max_predictions_per_seq == int((0.15 + 0.005) * 512)
   large = PretrainingConfig.create({"model_size": "large"})
-  d = large.discriminator_config()
+  d = large.encoder_config()
   assert (d.hidden_size, d.num_hidden_layers, d.num_attention_heads) == (1024, 24, 16)
   assert (large.mask_prob, large.train_batch_size) == (0.25, 2048)
   assert large.max_predictions_per_seq == int((0.25 + 0.005) * 512)
@@ -53,19 +54,19 @@ def test_overrides_win_and_heads_follow_hidden():
                                                           "num_attention_heads": 4},
                                 "embedding_size": 16, "generator_hidden_size": 0.5,
                                 "max_seq_length": 32})
-  d, g = c.discriminator_config(), c.generator_config()
+  d, g = c.encoder_config(), c.generator_config()
   assert (d.hidden_size, d.num_attention_heads, d.intermediate_size) == (64, 4, 256)
   assert (g.hidden_size, g.num_attention_heads, g.intermediate_size) == (32, 1, 128)
   assert c.embedding_size == 16 and c.max_predictions_per_seq == 4
   c = PretrainingConfig.create({"model_hparam_overrides": {"hidden_size": 128}})
-  assert c.discriminator_config().num_attention_heads == 2
+  assert c.encoder_config().num_attention_heads == 2
 
 
 def test_debug_overrides_and_user_values_win_over_debug():
   c = PretrainingConfig.create({"debug": True})
   assert (c.train_batch_size, c.num_train_steps, c.eval_batch_size,
           c.iterations_per_loop, c.num_eval_steps) == (8, 20, 4, 1, 2)
-  assert c.discriminator_config().hidden_size == 144
+  assert c.encoder_config().hidden_size == 144
   c = PretrainingConfig.create({"debug": True, "num_train_steps": 7})
   assert c.num_train_steps == 7
 
@@ -76,7 +77,7 @@ def test_official_hparams_json_loads_unchanged(official_debug_fixture, tmp_path)
   path.write_text(json.dumps(hparams))
   c = PretrainingConfig.create(config_lib.parse_hparams(str(path)))
   resolved = json.loads((official_debug_fixture / "config.json").read_text())
-  assert c.discriminator_config().to_dict() == resolved["discriminator_bert_config"]
+  assert c.encoder_config().to_dict() == resolved["discriminator_bert_config"]
   assert c.generator_config().to_dict() == resolved["generator_bert_config"]
   assert c.max_predictions_per_seq == resolved["pretraining_config"]["max_predictions_per_seq"]
 

@@ -11,11 +11,17 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import checkpoints, export
-from electra_tf.config import PretrainingConfig
+from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.model import build_model
 
 TOL = dict(atol=1e-4, rtol=1e-4)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _export_cli(*argv):
+  return subprocess.run([sys.executable, "-m", "electra_tf.export", *argv], cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
 
 # Runs in a fresh interpreter, outside the repository, without electra_tf.
 LOADER = textwrap.dedent("""
@@ -36,13 +42,16 @@ LOADER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_export_matches_official_and_in_memory_model(
     official_debug_fixture, tmp_path):
   hparams = (official_debug_fixture / "config.json").read_text()
   hparams = json.dumps(json.loads(hparams)["hparams"])
   export_dir = tmp_path / "saved_model"
-  assert export.main([f"--checkpoint={official_debug_fixture / 'model.ckpt'}",
-                      f"--hparams={hparams}", f"--export_dir={export_dir}"]) == 0
+  run = _export_cli(f"--checkpoint={official_debug_fixture / 'model.ckpt'}",
+                    f"--hparams={hparams}", f"--export_dir={export_dir}")
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.strip() == f"wrote {export_dir}"
   assert sorted(os.listdir(tmp_path)) == ["saved_model"]
 
   a = np.load(official_debug_fixture / "fixture.npz")
@@ -62,7 +71,7 @@ def test_export_matches_official_and_in_memory_model(
                              **TOL)
   assert out["sequence_output_1x7"].shape == (1, 7, 64)
 
-  model = ElectraPretrainer(PretrainingConfig.create(json.loads(hparams)))
+  model = build_model(PretrainingConfig.create(json.loads(hparams)))
   checkpoints.restore_from_checkpoint(model, str(official_debug_fixture / "model.ckpt"))
   ids, mask, segments = (a[k][:1, :7] for k in
                          ("discriminator_input_ids", "input_mask", "segment_ids"))
@@ -76,13 +85,14 @@ def test_export_matches_official_and_in_memory_model(
       model.discriminator_logits(ids, mask, segments, training=False), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_encoder_export_overwrite_and_length_check(tmp_path):
   config = PretrainingConfig.create({
       "vocab_size": 30, "embedding_size": 8, "max_seq_length": 8,
       "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 1,
                                  "num_attention_heads": 2,
                                  "max_position_embeddings": 10}})
-  encoder = build_discriminator_encoder(config.discriminator_config(),
+  encoder = build_discriminator_encoder(config.encoder_config(),
                                         config.effective_embedding_size)
   export_dir = tmp_path / "encoder"
   export.export_saved_model(encoder, str(export_dir))
@@ -103,10 +113,11 @@ def test_encoder_export_overwrite_and_length_check(tmp_path):
     serve(input_ids=too_long, input_mask=too_long, segment_ids=too_long)
 
 
-def test_export_cli_errors_are_one_line(tmp_path, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    export.main([f"--checkpoint={tmp_path / 'missing'}", f"--export_dir={tmp_path / 'x'}"])
-  assert exit_info.value.code != 0
-  err = capsys.readouterr().err.strip()
-  assert "not found" in err and "\n" not in err
+@pytest.mark.slow
+def test_export_cli_errors_are_one_line(tmp_path):
+  run = _export_cli(f"--checkpoint={tmp_path / 'missing'}", f"--export_dir={tmp_path / 'x'}")
+  assert run.returncode == 2 and "Traceback" not in run.stderr
+  assert run.stderr.strip().splitlines()[-1] == (
+      f"electra_tf.export: error: checkpoint {tmp_path / 'missing'}: not found "
+      f"(no {tmp_path / 'missing'}.index and not a directory)")
   assert os.listdir(tmp_path) == []

@@ -18,7 +18,7 @@ def test_official_defaults():
   assert (c.answerable_weight, c.beam_size, c.qa_na_threshold) == (0.5, 20, -2.75)
   assert c.embedding_size == 128 and c.model_size == "small"
   assert (c.write_test_outputs, c.n_writes_test, c.do_train, c.do_eval) == (False, 5, True, True)
-  model = c.model_config()
+  model = c.encoder_config()
   assert (model.hidden_size, model.num_hidden_layers, model.num_attention_heads) == (256, 12, 4)
 
 
@@ -37,7 +37,7 @@ def test_user_values_win_over_task_size_and_debug_defaults():
   assert (c.num_train_epochs, c.max_seq_length, c.learning_rate) == (4, 384, 3e-4)
   assert c.layerwise_lr_decay == 0.9  # large default, not overridden
   assert c.log_examples and c.iterations_per_loop == 1  # debug settings
-  assert c.model_config().num_hidden_layers == 3  # official debug shrink
+  assert c.encoder_config().num_hidden_layers == 3  # official debug shrink
   large = FinetuningConfig.create({}, task_names=["rte"], model_size="large")
   assert (large.learning_rate, large.layerwise_lr_decay, large.embedding_size) == (5e-5, 0.9, None)
   assert large.effective_embedding_size == 1024

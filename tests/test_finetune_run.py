@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, convert
-from electra_tf.config import ConfigError
-from electra_tf.finetune import outputs, runner, task_builder
+from electra_tf import checkpoints, convert, train_loop
+from electra_tf.finetune import job as finetune_job
+from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import multitask_loss
+from electra_tf.pretrain.config import PretrainingConfig
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = {"model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
@@ -97,18 +98,19 @@ def glue_run(data_dir, tmp_path_factory):
   """All six GLUE tasks trained jointly, evaluated, exported."""
   root = tmp_path_factory.mktemp("glue")
   config = tiny_config(data_dir, root / "model", list(GLUE))
-  results = runner.run(config, strategy_name="one_device",
+  results = finetune_job.run(config, strategy_name="one_device",
                        explicit_init_checkpoint=False,
                        export_dir=str(root / "export"))
   return config, results, root
 
 
+@pytest.mark.slow
 def test_glue_tasks_train_jointly_and_write_official_outputs(glue_run, data_dir):
   config, results, _ = glue_run
   n_features = sum(GLUE_ROWS.values()) + GLUE_ROWS["mrpc"] + GLUE_ROWS["sts"]
   steps = config.num_train_steps(n_features)  # MRPC, STS train on both orders
   assert steps == -(-n_features // 16)
-  assert tf.train.latest_checkpoint(str(runner.trial_dir(config, 1))).endswith(
+  assert tf.train.latest_checkpoint(str(finetune_job.trial_dir(config, 1))).endswith(
       f"ckpt-{steps}")
   expected_keys = {"cola": {"mcc"}, "sst": {"accuracy"}, "rte": {"accuracy"},
                    "qnli": {"accuracy"}, "sts": {"pearson", "spearman", "mse"},
@@ -161,17 +163,18 @@ EXPORT_LOADER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_exported_classifiers_load_without_the_project(glue_run):
   config, _, root = glue_run
   assert sorted(os.listdir(root / "export")) == sorted(GLUE)
   tasks = {t.name: t for t in task_builder.get_tasks(
-      config, runner.load_tokenizer(config))}
-  job = runner.TrialJob(config, list(tasks.values()),
+      config, finetune_job.load_tokenizer(config))}
+  job = finetune_job.TrialJob(config, list(tasks.values()),
                         tf.distribute.OneDeviceStrategy("/cpu:0"), 1, None)
   job.initialize(None)  # the trial's checkpoint
   inputs, expected = {}, {}
   for name in ("sst", "sts"):
-    data = runner.read_split(tasks[name], "dev")
+    data = finetune_job.read_split(tasks[name], "dev")
     seq = 40  # a shorter sequence than in training works too
     arrays = {k: data.features.arrays[k][:5, :seq]
               for k in ("input_ids", "input_mask", "segment_ids")}
@@ -191,9 +194,10 @@ def test_exported_classifiers_load_without_the_project(glue_run):
                              5.0 * expected["sts"]["predictions"][:5], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   config, results, _ = glue_run
-  assert runner.run(config, strategy_name="one_device",
+  assert finetune_job.run(config, strategy_name="one_device",
                     explicit_init_checkpoint=False) == results
   log = capsys.readouterr().out
   assert "trial 1/1: already done" in log and "Start training" not in log
@@ -202,23 +206,25 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   eval_only = FinetuningConfig.create(dict(TINY, do_train=False),
                                       task_names=list(GLUE), data_dir=config.data_dir,
                                       model_dir=config.model_dir)
-  evaluated = runner.run(eval_only, strategy_name="one_device",
-                         explicit_init_checkpoint=False)
+  evaluated = finetune_job.run(eval_only, strategy_name="one_device",
+                               explicit_init_checkpoint=False)
   assert "Restored trial 1" in capsys.readouterr().out
   for task in GLUE:
     assert evaluated[0][task] == pytest.approx(results[0][task], rel=1e-5)
   changed = FinetuningConfig.create(dict(TINY, learning_rate=3e-4),
                                     task_names=list(GLUE), data_dir=config.data_dir,
                                     model_dir=config.model_dir)
-  with pytest.raises(ConfigError, match="learning_rate: 0.0001 there, 0.0003 now"):
-    runner.run(changed, strategy_name="one_device", explicit_init_checkpoint=False)
+  with pytest.raises(train_loop.TrainingError,
+                     match="learning_rate: 0.0001 there, 0.0003 now"):
+    finetune_job.run(changed, strategy_name="one_device", explicit_init_checkpoint=False)
 
 
 # ------------------------------------------------------ SQuAD and chunk
+@pytest.mark.slow
 def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, capsys):
   config = tiny_config(data_dir, tmp_path / "model", ["squadv1", "chunk"],
                        save_checkpoints_steps=3)
-  results = runner.run(config, strategy_name="mirrored",
+  results = finetune_job.run(config, strategy_name="mirrored",
                        explicit_init_checkpoint=False)
   log = capsys.readouterr().out
   assert "random initialisation" in log and "MirroredStrategy" in log
@@ -249,7 +255,7 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
   assert set(results[0]) == {"squadv1", "chunk"}
 
   # A killed run resumes from its latest checkpoint (here: step 3 of 9+).
-  trial_dir = runner.trial_dir(config, 1)
+  trial_dir = finetune_job.trial_dir(config, 1)
   final = tf.train.latest_checkpoint(trial_dir)
   steps = int(final.rsplit("-", 1)[1])
   previous = tf.train.get_checkpoint_state(trial_dir).all_model_checkpoint_paths[-2]
@@ -258,7 +264,7 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
       os.remove(os.path.join(trial_dir, name))
   checkpoints.write_checkpoint_state(trial_dir, os.path.basename(previous))
   os.remove(config.results_pkl)
-  runner.run(config, strategy_name="one_device", explicit_init_checkpoint=False)
+  finetune_job.run(config, strategy_name="one_device", explicit_init_checkpoint=False)
   log = capsys.readouterr().out
   assert f"Restored trial 1 from {previous}" in log
   assert f"step {steps}/{steps} = 100.0%" in log
@@ -275,23 +281,23 @@ def test_multitask_loss_sums_each_row_under_its_own_task():
 
 def test_shuffle_keeps_example_rows_together_and_padding_marks_rows():
   groups = np.array([0, 0, 0, 1, 2, 2, 3])
-  order = runner.shuffled_row_order(groups, np.random.RandomState(1))
+  order = finetune_job.shuffled_row_order(groups, np.random.RandomState(1))
   assert sorted(order) == list(range(7))
   shuffled = groups[order]
   blocks = [g for i, g in enumerate(shuffled) if i == 0 or g != shuffled[i - 1]]
   assert sorted(blocks) == [0, 1, 2, 3]  # each example's rows are consecutive
   rows_of_0 = [i for i in order if groups[i] == 0]
   assert rows_of_0 == [0, 1, 2]  # and in their original order
-  orders = {tuple(runner.shuffled_row_order(groups, np.random.RandomState(s)))
+  orders = {tuple(finetune_job.shuffled_row_order(groups, np.random.RandomState(s)))
             for s in range(10)}
   assert len(orders) > 1
 
   arrays = {"task_id": np.array([0, 1, 1], np.int32),
             "x": np.arange(6, dtype=np.float32).reshape(3, 2)}
-  padded = runner.pad_rows(arrays, 4, padding_task_id=2)
+  padded = finetune_job.pad_rows(arrays, 4, padding_task_id=2)
   np.testing.assert_array_equal(padded["task_id"], [0, 1, 1, 2])
   np.testing.assert_array_equal(padded["x"][3], [0, 0])
-  assert len(runner.pad_rows(arrays, 3, 2)["x"]) == 3
+  assert len(finetune_job.pad_rows(arrays, 3, 2)["x"]) == 3
 
 
 def test_training_data_cache_is_reused_and_rebuilt_when_data_change(
@@ -305,9 +311,9 @@ def test_training_data_cache_is_reused_and_rebuilt_when_data_change(
     (rte / f"{split}.tsv").write_bytes(
         (data_dir / "finetuning_data" / "rte" / f"{split}.tsv").read_bytes())
   config = tiny_config(local, tmp_path / "model", ["rte"])
-  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
-  first = runner.training_data(config, tasks)
-  second = runner.training_data(config, tasks)
+  tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
+  first = finetune_job.training_data(config, tasks)
+  second = finetune_job.training_data(config, tasks)
   assert "Using the featurized training data" in capsys.readouterr().out
   assert sorted(os.listdir(config.preprocessed_data_dir)) == [
       "rte_train.json", "rte_train.npz"]
@@ -316,7 +322,7 @@ def test_training_data_cache_is_reused_and_rebuilt_when_data_change(
   np.testing.assert_array_equal(first.groups, np.arange(24))
   lines = (rte / "train.tsv").read_text().splitlines()
   (rte / "train.tsv").write_text("\n".join(lines[:11]) + "\n")
-  third = runner.training_data(config, tasks)
+  third = finetune_job.training_data(config, tasks)
   assert "rebuilding it" in capsys.readouterr().out
   assert len(third) == 10
 
@@ -328,9 +334,9 @@ def test_layerwise_learning_rates_of_the_finetuning_model(data_dir, tmp_path):
                                                "num_hidden_layers": n_layers,
                                                "num_attention_heads": 2},
                        weight_decay_rate=0.0)
-  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
+  tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
   num_train_steps = 100
-  job = runner.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
+  job = finetune_job.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
                         1, num_train_steps)
   variables = job.model.trainable_variables
   before = [v.numpy() for v in variables]
@@ -367,16 +373,15 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
     official_debug_fixture, data_dir, tmp_path, capsys):
   official = official_debug_fixture / "model.ckpt"
   hparams = json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
-  assert convert.main([f"--official_checkpoint={official}",
-                       f"--hparams={json.dumps(hparams)}",
-                       f"--output_dir={tmp_path / 'converted'}"]) == 0
+  convert.official_to_project(str(official), PretrainingConfig.create(hparams),
+                              str(tmp_path / "converted"))
   config = FinetuningConfig.create(
       FIXTURE_HPARAMS, task_names=["rte"], data_dir=str(data_dir),
       model_dir=str(tmp_path / "model"), init_checkpoint=str(tmp_path / "converted"))
-  prefix = runner.initial_checkpoint(config, explicit=True)
+  prefix = finetune_job.initial_checkpoint(config, explicit=True)
   assert prefix == str(tmp_path / "converted" / "model.ckpt")
-  tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
-  job = runner.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
+  tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
+  job = finetune_job.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
                         1, None)
   random_init = {v.name: v.numpy() for v in job.model.variables}
   job.initialize(prefix)
@@ -396,17 +401,17 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
   empty = tmp_path / "empty_data_dir"
   default = FinetuningConfig.create(FIXTURE_HPARAMS, task_names=["rte"],
                                     data_dir=str(empty))
-  assert runner.initial_checkpoint(default, explicit=False) is None
+  assert finetune_job.initial_checkpoint(default, explicit=False) is None
   (empty / "models").mkdir(parents=True)
   os.rename(tmp_path / "converted", empty / "models" / "electra")
-  assert runner.initial_checkpoint(default, explicit=False) == str(
+  assert finetune_job.initial_checkpoint(default, explicit=False) == str(
       empty / "models" / "electra" / "model.ckpt")
   with pytest.raises(checkpoints.CheckpointError, match="not found"):
-    runner.initial_checkpoint(config, explicit=True)
+    finetune_job.initial_checkpoint(config, explicit=True)
   # Another architecture is refused naming the variable and both shapes.
   other = FinetuningConfig.create(dict(FIXTURE_HPARAMS, embedding_size=8),
                                   task_names=["rte"], data_dir=str(data_dir))
-  job = runner.TrialJob(other, task_builder.get_tasks(other, runner.load_tokenizer(other)),
+  job = finetune_job.TrialJob(other, task_builder.get_tasks(other, finetune_job.load_tokenizer(other)),
                         tf.distribute.OneDeviceStrategy("/cpu:0"), 1, None)
   with pytest.raises(checkpoints.CheckpointError, match=r"shape \[30522, 16\] there"):
     job.initialize(str(official))
@@ -419,6 +424,7 @@ def run_cli(args, cwd):
                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_path):
   local = tmp_path / "data"
   rte = local / "finetuning_data" / "rte"
@@ -462,7 +468,8 @@ MIRRORED_CHECK = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from electra_tf.finetune import runner, task_builder
+    from electra_tf.finetune import job as finetune_job
+    from electra_tf.finetune import task_builder
     from electra_tf.finetune.config import FinetuningConfig
     from electra_tf.modeling import dropout
     data_dir, out_dir, hparams = sys.argv[1], sys.argv[2], eval(sys.argv[3])
@@ -472,9 +479,9 @@ MIRRORED_CHECK = textwrap.dedent("""
         ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
       config = FinetuningConfig.create(hparams, task_names=["rte", "sts"],
                                        data_dir=data_dir, model_dir=f"{out_dir}/{name}")
-      tasks = task_builder.get_tasks(config, runner.load_tokenizer(config))
-      data = runner.training_data(config, tasks)
-      job = runner.TrialJob(config, tasks, strategy, 1, config.num_train_steps(len(data)))
+      tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
+      data = finetune_job.training_data(config, tasks)
+      job = finetune_job.TrialJob(config, tasks, strategy, 1, config.num_train_steps(len(data)))
       # No dropout: each replica draws its own masks, so only dropout-free
       # updates are comparable across strategies.
       dropout_layers = [layer for layer in job.model.submodules
@@ -485,7 +492,7 @@ MIRRORED_CHECK = textwrap.dedent("""
       job.initialize(None)
       job.train(data)
       weights[name] = [v.numpy() for v in job.model.trainable_variables]
-      predictions[name] = job.predict(runner.read_split(tasks[1], "dev"), 16)
+      predictions[name] = job.predict(finetune_job.read_split(tasks[1], "dev"), 16)
     assert strategy.num_replicas_in_sync == 2
     for a, b in zip(weights["one_device"], weights["mirrored"]):
       np.testing.assert_allclose(a, b, atol=2e-5)
@@ -495,6 +502,7 @@ MIRRORED_CHECK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_replicas_matches_one_device(data_dir, tmp_path):
   hparams = dict(TINY, use_tfrecords_if_existing=False, train_batch_size=8)
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
@@ -505,6 +513,7 @@ def test_mirrored_on_two_replicas_matches_one_device(data_dir, tmp_path):
   assert "steps 9" in result.stdout  # (24 + 48) / 8 steps of one epoch
 
 
+@pytest.mark.slow
 def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
   local = tmp_path / "data"
   rte = local / "finetuning_data" / "rte"
@@ -518,11 +527,11 @@ def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
   config = tiny_config(local, tmp_path / "model", ["rte"], num_trials=2,
                        num_train_epochs=2.0, keep_all_models=False,
                        write_test_outputs=True, n_writes_test=1)
-  results = runner.run(config, strategy_name="one_device",
+  results = finetune_job.run(config, strategy_name="one_device",
                        explicit_init_checkpoint=False)
   assert len(results) == 2 and results[0] != results[1]  # other seeds
-  assert not os.path.exists(runner.trial_dir(config, 1))  # not kept
-  assert tf.train.latest_checkpoint(runner.trial_dir(config, 2)).endswith("ckpt-4")
+  assert not os.path.exists(finetune_job.trial_dir(config, 1))  # not kept
+  assert tf.train.latest_checkpoint(finetune_job.trial_dir(config, 2)).endswith("ckpt-4")
   results_dir = pathlib.Path(config.results_dir)
   for trial in (1, 2):
     metrics = json.loads((results_dir / f"trial_{trial}" / "rte_dev_metrics.json")
@@ -538,14 +547,3 @@ def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
   assert (results_dir / "rte_test_predictions.tsv").read_text() == (
       results_dir / "trial_1" / "rte_test_predictions.tsv").read_text()
   assert len(pathlib.Path(config.results_txt).read_text().splitlines()) == 2
-
-
-@pytest.mark.parametrize("hparams, strategy, message", [
-    ({"tpu_zone": "us-central1-a"}, "auto", "hparam tpu_zone: not supported"),
-    ({"use_tpu": True}, "one_device", "use_tpu=true contradicts --strategy=one_device"),
-    ({"use_tpu": True}, "auto", "--strategy=tpu needs --tpu"),
-])
-def test_tpu_hparams_map_onto_the_strategy_or_fail_clearly(hparams, strategy, message):
-  config = FinetuningConfig.create(hparams, task_names=["rte"], data_dir="/nonexistent")
-  with pytest.raises(ValueError, match=message):
-    runner.create_strategy(config, strategy, None)

@@ -3,7 +3,7 @@
 import pytest
 
 from electra_tf import flops
-from electra_tf.config import PretrainingConfig
+from electra_tf.pretrain.config import PretrainingConfig
 
 T = flops.TransformerSize
 

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from data_prep import build_tfrecords
-from data_prep import inspect_masking
+from electra_tf.pretrain import tfrecords as build_tfrecords
+from electra_tf.pretrain import masking_report as inspect_masking
 from electra_tf import tokenization
 
 
@@ -60,6 +60,7 @@ def records(corpus_dir, bert_vocab, tmp_path_factory):
   return str(out / "pretrain_data.tfrecord*")
 
 
+@pytest.mark.slow
 def test_statistics_match_the_official_rule(records, bert_vocab):
   out = io.StringIO()
   stats = inspect_masking.inspect(records, str(bert_vocab), num_examples=2000,
@@ -79,6 +80,7 @@ def test_statistics_match_the_official_rule(records, bert_vocab):
   assert stats["single_segment_fraction"] > 0.5 and 20 < stats["mean_length"] <= 64
 
 
+@pytest.mark.slow
 def test_cli_prints_examples_then_json(records, bert_vocab):
   done = subprocess.run(
       [sys.executable, "data_prep/inspect_masking.py", f"--pretrain_tfrecords={records}",

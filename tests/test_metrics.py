@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import metrics
+from electra_tf.pretrain import metrics
 
 B, S, N, VOCAB = 4, 24, 4, 7
 
@@ -85,7 +85,7 @@ def test_streaming_matches_numpy_reference():
 
 
 def test_matches_tf_v1_metrics_in_a_graph():
-  """All eight metrics against tf.compat.v1.metrics streamed over 3 batches."""
+  """All nine metrics against tf.compat.v1.metrics streamed over 3 batches."""
   batches = _batches(seed=1)
   result = _streamed(batches)
   v1 = tf.compat.v1
@@ -109,6 +109,9 @@ def test_matches_tf_v1_metrics_in_a_graph():
                                               feeds["disc_preds"] * mask),
         "disc_recall": v1.metrics.accuracy(feeds["disc_labels"], feeds["disc_preds"],
                                            feeds["disc_labels"] * mask),
+        # The addition: the same AUC with padding weighted out.
+        "disc_auc_real_tokens": v1.metrics.auc(feeds["disc_labels"], feeds["disc_probs"],
+                                               weights=mask),
     }
     with v1.Session() as session:
       session.run(v1.local_variables_initializer())
@@ -141,10 +144,30 @@ def test_auc_is_exact_roc_when_scores_fall_in_distinct_bins():
     all_scores.append((outputs["disc_probs"] * mask).reshape(-1))
   exact = _mann_whitney_auc(np.concatenate(all_labels), np.concatenate(all_scores))
   assert stream.result()["disc_auc"] == pytest.approx(exact, abs=1e-5)
+  real = np.concatenate([b["input_mask"].reshape(-1) for _, b in _batches(seed=2)]) != 0
+  exact_real = _mann_whitney_auc(np.concatenate(all_labels)[real],
+                                 np.concatenate(all_scores)[real])
+  assert stream.result()["disc_auc_real_tokens"] == pytest.approx(exact_real, abs=1e-5)
   # Padding changes the value: the same tokens without padding give another AUC.
   assert abs(exact - _mann_whitney_auc(
       np.concatenate(all_labels)[np.concatenate(all_scores) > 0],
       np.concatenate(all_scores)[np.concatenate(all_scores) > 0])) > 1e-3
+
+
+def test_auc_over_real_tokens_does_not_count_padding():
+  """A discriminator that scores real tokens at random: chance over real
+  tokens, while the official AUC is flattered by the padding it ranks last."""
+  rng = np.random.default_rng(7)
+  stream = metrics.PretrainingMetrics()
+  for outputs, batch in _batches(seed=7):
+    mask = np.zeros_like(batch["input_mask"])
+    mask[:, :S // 4] = 1  # three quarters padding
+    outputs["disc_probs"] = (rng.random((B, S)) * mask).astype(np.float32)
+    outputs["disc_labels"] = outputs["disc_labels"] * mask
+    stream.update(outputs, dict(batch, input_mask=mask))
+  result = stream.result()
+  assert result["disc_auc"] > 0.7
+  assert abs(result["disc_auc_real_tokens"] - 0.5) < 0.15
 
 
 def test_thresholds_and_counts():

@@ -7,8 +7,10 @@ import tf_keras as keras
 
 from electra_tf import benchmark
 from electra_tf import optimization
-from electra_tf import training
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf import train_loop
+from electra_tf.pretrain import job as job_lib
+from electra_tf.config import ConfigError
+from electra_tf.pretrain.config import PretrainingConfig
 
 STEPS = 2
 
@@ -26,7 +28,7 @@ def tiny_config(**overrides):
 @pytest.fixture(scope="module")
 def float32_run():
   """(initial weights, losses per step, final weights) of a float32 run."""
-  job = training.Pretrainer(tiny_config(), tf.distribute.OneDeviceStrategy("/cpu:0"))
+  job = job_lib.PretrainingJob(tiny_config(), tf.distribute.OneDeviceStrategy("/cpu:0"))
   initial = job.model.get_weights()
   return initial, *_losses(job, initial)
 
@@ -49,11 +51,12 @@ def _losses(job, initial_weights):
 
 def _run(float32_run, **overrides):
   initial, _, _ = float32_run
-  job = training.Pretrainer(tiny_config(**overrides),
+  job = job_lib.PretrainingJob(tiny_config(**overrides),
                             tf.distribute.OneDeviceStrategy("/cpu:0"))
   return job, *_losses(job, initial)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision, first_rtol", [("bfloat16", 1e-2),
                                                    ("float16", 2e-3)])
 def test_mixed_precision_losses_follow_float32(float32_run, precision, first_rtol):
@@ -85,6 +88,7 @@ def test_mixed_precision_losses_follow_float32(float32_run, precision, first_rto
       precision == "float16")
 
 
+@pytest.mark.slow
 def test_jit_compile_gives_the_float32_losses(float32_run):
   _, expected, expected_weights = float32_run
   _, losses, weights = _run(float32_run, jit_compile=True)
@@ -101,9 +105,9 @@ def _loss_scaled_update(gradient_value):
   optimizer = optimization.with_loss_scaling(
       optimization.create_optimizer(1e-2, 10, 0, 0.0), "float16")
   with tf.GradientTape() as tape:
-    loss = optimization.scale_loss(
+    loss = train_loop.scale_loss(
         optimizer, tf.reduce_sum(tf.constant(gradient_value) * variable))
-  grads = optimization.unscale_gradients(optimizer, tape.gradient(loss, [variable]))
+  grads = train_loop.unscale_gradients(optimizer, tape.gradient(loss, [variable]))
   optimizer.apply_gradients(zip(grads, [variable]))
   inner = optimization.base_optimizer(optimizer)
   return inner._adam_m[0].numpy(), variable.numpy(), optimizer  # pylint: disable=protected-access

@@ -8,9 +8,10 @@ import scipy.special
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf.config import ConfigError, ModelConfig, PretrainingConfig
+from electra_tf.config import ConfigError, ModelConfig
+from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling import encoder as encoder_lib
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.pretrain.model import build_model
 
 TOL = dict(atol=1e-4, rtol=1e-4)
 
@@ -19,7 +20,7 @@ TOL = dict(atol=1e-4, rtol=1e-4)
 def official(official_debug_fixture):
   """(restored pre-trainer, fixture arrays, official variables list)."""
   hparams = json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
-  model = ElectraPretrainer(PretrainingConfig.create(hparams))
+  model = build_model(PretrainingConfig.create(hparams))
   checkpoints.restore_from_checkpoint(model, str(official_debug_fixture / "model.ckpt"))
   arrays = dict(np.load(official_debug_fixture / "fixture.npz"))
   variables = json.loads((official_debug_fixture / "variables.json").read_text())
@@ -106,12 +107,13 @@ def test_heads_must_divide_hidden_size():
     encoder_lib.TransformerEncoder(tiny_config(num_attention_heads=3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,paper_millions", [("small", 14), ("base", 110),
                                                  ("large", 335)])
 def test_discriminator_parameter_count_matches_paper(size, paper_millions):
   config = PretrainingConfig.create({"model_size": size})
   with tf.Graph().as_default():  # shapes only: no weights are initialised
     encoder = encoder_lib.build_discriminator_encoder(
-        config.discriminator_config(), config.effective_embedding_size)
+        config.encoder_config(), config.effective_embedding_size)
     count = sum(int(np.prod(v.shape)) for v in encoder.variables)
   assert abs(count / 1e6 - paper_millions) / paper_millions < 0.05, count

@@ -270,6 +270,7 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_distributed_updates_equal_single_device(official_optimizer_fixture, repo_root):
   env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
   env.pop("TF_CONFIG", None)

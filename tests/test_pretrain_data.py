@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import build_tfrecords
-from electra_tf import pretrain_data
+from electra_tf.pretrain import tfrecords as build_tfrecords
+from electra_tf.pretrain import data as pretrain_data
 from electra_tf import tokenization
 from electra_tf.tokenization import DataError
 
@@ -47,7 +47,8 @@ def collect(dataset):
 
 def dataset(directory, special, **kwargs):
   args = dict(batch_size=256, max_seq_length=S, max_predictions_per_seq=N,
-              mask_prob=MASK_PROB, special=special, is_training=False, seed=0)
+              mask_prob=MASK_PROB, special=special, is_training=False, seed=0,
+              single_pass=True)
   args.update(kwargs)
   return pretrain_data.get_dataset(pattern(directory), **args)
 
@@ -60,6 +61,7 @@ def originals(batch):
   return ids
 
 
+@pytest.mark.slow
 def test_masking_follows_the_official_rule(records_dir, special):
   raw = raw_records(records_dir)
   got = collect(dataset(records_dir, special))
@@ -159,23 +161,32 @@ def test_seeded_masking_is_reproducible(records_dir, special):
   assert mask(None)["masked_lm_positions"].shape == (64, N)
 
 
+@pytest.mark.slow
 def test_training_pipeline(records_dir, special):
   def first_batches(seed):
-    ds = dataset(records_dir, special, is_training=True, seed=seed, batch_size=500)
+    ds = dataset(records_dir, special, is_training=True, seed=seed, batch_size=500,
+                 single_pass=False)
     return list(ds.take(25).as_numpy_iterator())  # more than one epoch: it repeats
 
-  ds = dataset(records_dir, special, is_training=True, batch_size=500)
+  ds = dataset(records_dir, special, is_training=True, batch_size=500, single_pass=False)
   assert ds.element_spec["input_ids"].shape == (500, S)  # drop_remainder
   assert ds.element_spec["masked_lm_weights"] == tf.TensorSpec((500, N), tf.float32)
   a, b, c = first_batches(3), first_batches(3), first_batches(4)
   assert len(a) == 25
   assert all(np.array_equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, b))
   assert not np.array_equal(a[0]["input_ids"], c[0]["input_ids"])
-  # shuffled: not the file order of the evaluation pipeline
+  # shuffled: not the file order of the single-pass pipeline
   raw = raw_records(records_dir)
   assert not np.array_equal(a[0]["input_mask"], raw["input_mask"][:500])
+  # Evaluation reads as official too (shuffled, repeated, whole batches),
+  # in an order and with masks of its own.
+  ev = list(dataset(records_dir, special, is_training=False, single_pass=False, seed=3,
+                    batch_size=500).take(25).as_numpy_iterator())
+  assert len(ev) == 25 and ev[0]["input_ids"].shape == (500, S)
+  assert not np.array_equal(ev[0]["input_ids"], a[0]["input_ids"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_pipelines", [2, 4])  # 3 files: by file, by record
 def test_input_pipelines_read_disjoint_parts(records_dir, special, num_pipelines):
   raw = raw_records(records_dir)

@@ -9,7 +9,9 @@ import scipy.stats
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.config import ConfigError
+from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.pretrain.model import build_model
 from electra_tf.modeling import pretrainer as pt
 
 TOL = dict(atol=1e-4, rtol=1e-4)
@@ -20,7 +22,7 @@ TINY = {"vocab_size": 60, "embedding_size": 4, "generator_hidden_size": 0.5,
 
 
 def tiny_model(**hparams) -> pt.ElectraPretrainer:
-  return pt.ElectraPretrainer(PretrainingConfig.create({**TINY, **hparams}))
+  return build_model(PretrainingConfig.create({**TINY, **hparams}))
 
 
 def tiny_batch(seed: int = 0):
@@ -43,7 +45,7 @@ def tiny_batch(seed: int = 0):
 @pytest.fixture(scope="module")
 def official(official_debug_fixture):
   hparams = json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
-  model = pt.ElectraPretrainer(PretrainingConfig.create(hparams))
+  model = build_model(PretrainingConfig.create(hparams))
   checkpoints.restore_from_checkpoint(model, str(official_debug_fixture / "model.ckpt"))
   return model, dict(np.load(official_debug_fixture / "fixture.npz"))
 
@@ -168,10 +170,20 @@ def test_outputs_and_losses_against_numpy():
             "mlm_preds": (B, N), "sampled_ids": (B, N), "disc_logits": (B, S),
             "disc_probs": (B, S), "disc_preds": (B, S), "disc_labels": (B, S),
             "disc_per_example_loss": (B,), "total_loss": (), "mlm_loss": (),
-            "disc_loss": ()}
+            "disc_loss": (), "corrupted_ids": (B, S)}
   assert {k: v.shape for k, v in out.items()} == shapes
-  for key in ("mlm_preds", "sampled_ids", "disc_preds", "disc_labels"):
+  for key in ("mlm_preds", "sampled_ids", "disc_preds", "disc_labels", "corrupted_ids"):
     assert out[key].dtype == np.int32, key
+  # The discriminator's input: the original tokens, the samples at the slots.
+  original = batch["input_ids"].copy()
+  np.put_along_axis(original, batch["masked_lm_positions"][:, :1],
+                    batch["masked_lm_ids"][:, :1], 1)
+  expected = original.copy()
+  for b in range(B):
+    for n in range(N):
+      if batch["masked_lm_positions"][b, n]:
+        expected[b, batch["masked_lm_positions"][b, n]] = out["sampled_ids"][b, n]
+  np.testing.assert_array_equal(out["corrupted_ids"], expected)
 
   log_probs = scipy.special.log_softmax(out["mlm_logits"], axis=-1)
   ce = -np.take_along_axis(log_probs, batch["masked_lm_ids"][..., None], -1)[..., 0]

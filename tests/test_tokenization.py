@@ -58,6 +58,7 @@ def test_special_ids_names_missing_tokens(tmp_path):
     tokenization.special_ids(tokenization.load_vocab(path), str(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_both_tokenizers_match_model_garden_on_corpus(bert_vocab, sample_lines,
                                                       do_lower_case):
@@ -75,6 +76,7 @@ def test_both_tokenizers_match_model_garden_on_corpus(bert_vocab, sample_lines,
   assert reference.convert_ids_to_tokens(reference.convert_tokens_to_ids(tokens)) == tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case, strip_accents",
                          [(True, True), (True, False), (False, True)])
 def test_fast_matches_reference_on_every_assigned_character(bert_vocab, do_lower_case,

@@ -40,7 +40,7 @@ def _run(args, timeout=300, **kwargs):
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory, corpus_dir, bert_vocab):
   """TFRecords (max_seq_length 32) from the first part of WikiText-2 valid."""
-  from data_prep import build_tfrecords
+  from electra_tf.pretrain import tfrecords as build_tfrecords
   root = tmp_path_factory.mktemp("tiny_data")
   corpus = root / "corpus"
   corpus.mkdir()
@@ -59,6 +59,7 @@ def _pretrain_args(data_dir, model_dir, hparams=None, extra=()):
           "--hparams=" + json.dumps({**TINY_HPARAMS, **(hparams or {})}), *extra]
 
 
+@pytest.mark.slow
 def test_train_eval_resume_and_results(tiny_data, tmp_path):
   model_dir = tmp_path / "model"
   run = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train", "--do_eval"]))
@@ -111,15 +112,16 @@ _EQUIVALENCE_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from electra_tf import config as config_lib, training
+    from electra_tf.pretrain import job as job_lib
+    from electra_tf.pretrain.config import PretrainingConfig
     hparams = json.loads(sys.argv[1])
     results, initial = {}, None
     for name, strategy in [
         ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")),
         ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
-      config = config_lib.PretrainingConfig.create(
+      config = PretrainingConfig.create(
           dict(hparams, model_dir=sys.argv[2] + "/" + name), data_dir=sys.argv[3])
-      job = training.Pretrainer(config, strategy)
+      job = job_lib.PretrainingJob(config, strategy)
       # Both runs start from the same weights.
       if initial is None:
         initial = [v.numpy() for v in job.model.variables]
@@ -134,6 +136,7 @@ _EQUIVALENCE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_mirrored_equals_one_device(tiny_data, tmp_path):
   hparams = dict(TINY_HPARAMS, num_train_steps=5, save_checkpoints_steps=5,
                  model_hparam_overrides={"hidden_size": 32, "num_hidden_layers": 1,
@@ -147,6 +150,7 @@ def test_mirrored_equals_one_device(tiny_data, tmp_path):
   assert max_diff < 1e-5, line
 
 
+@pytest.mark.slow
 def test_multi_worker_mirrored_two_processes(tiny_data, tmp_path):
   import socket
   ports = []
@@ -180,18 +184,19 @@ _MWMS_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    from electra_tf import config as config_lib, training, distribution
+    from electra_tf import distribution
+    from electra_tf.pretrain import job as job_lib
+    from electra_tf.pretrain.config import PretrainingConfig
     strategy = distribution.create_strategy("multi_worker_mirrored")
-    config = config_lib.PretrainingConfig.create(
+    config = PretrainingConfig.create(
         dict(json.loads(sys.argv[1]), model_dir=sys.argv[2]), data_dir=sys.argv[3])
-    job = training.Pretrainer(config, strategy)
-    if distribution.is_chief(strategy):
-      training.check_model_dir(config)
+    job = job_lib.PretrainingJob(config, strategy)
     job.train()
     np.savez(sys.argv[4], **{v.name: v.numpy() for v in job.model.trainable_variables})
 """)
 
 
+@pytest.mark.slow
 def test_embedded_default_end_to_end(tmp_path):
   """Quickstart command 1 (shortened): no data flags, nothing downloaded."""
   hparams = {"save_checkpoints_steps": 15, "log_every": 5, "num_eval_steps": 2,

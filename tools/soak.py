@@ -11,10 +11,12 @@ eval, export), `run_finetuning.py` (train, eval, export) — the soak:
   2. runs the same command in a fresh directory and sends SIGKILL at chosen
      moments, rerunning the same command after each kill, until the planned
      kills are spent and a last rerun exits 0.  Moments: random times since
-     start (TensorFlow import, tracing, training), during a checkpoint save
-     (a `ckpt-<n>_temp` folder exists), during a TFRecord write (a `.partial`
-     file exists), during evaluation and during export (after the job's log
-     line announcing them);
+     start (TensorFlow import, tracing, training), and named moments the
+     job is made to freeze at (`electra_tf.stop_points`), so that those
+     kills land in the act however fast the machine is: a checkpoint whose
+     files are written and not yet recorded as the latest, TFRecords
+     half-written under their temporary names, an evaluation under way, a
+     SavedModel complete in its temporary directory;
   3. after every kill checks that the checkpoints the `checkpoint` state file
      lists (the latest among them) read back completely and that every file
      under a final name is complete (TFRecords read to the end, JSON parses);
@@ -31,9 +33,7 @@ and GLUE RTE (defaults: ../shared/data beside the checkout).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import glob
 import json
 import os
 import pathlib
@@ -45,11 +45,18 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from typing import Callable, Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from absl import flags  # noqa: E402
+
+from electra_tf import cli  # noqa: E402
+from electra_tf import stop_points  # noqa: E402
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # What a finished job must not leave anywhere under its output directory.
@@ -85,8 +92,9 @@ def check(condition: bool, message: str) -> None:
 class Attempt:
   """One run of a job's command, with its log lines and their times."""
 
-  def __init__(self, command: Sequence[str], log_path: pathlib.Path):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+  def __init__(self, command: Sequence[str], log_path: pathlib.Path,
+               extra_env: Optional[Dict[str, str]] = None):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2", **(extra_env or {}))
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     self.start = time.time()
     self.lines: List[tuple] = []  # (seconds since start, line)
@@ -130,45 +138,28 @@ class Attempt:
 
 @dataclasses.dataclass
 class Moment:
-  """When to kill: `kind` random / path / line; see `Moment.wait_and_kill`."""
-  kind: str
-  label: str
-  delay: float = 0.0  # random: seconds since start (set per attempt); line: after the line
+  """When to kill: at a random time, or frozen at a named stop point."""
+  label: str  # "random", or what the job is doing at `point`
+  point: str = ""  # an electra_tf.stop_points name; "" for a random time
+  count: int = 1  # stop at the count-th time the job reaches `point`
   fraction: float = 0.0  # random: where in the attempt's expected life to kill
-  pattern: str = ""  # path: a glob under the output dir; line: log text
-  end_pattern: str = ""  # line: the log text that ends the phase
+  delay: float = 0.0  # random: seconds since start (set per attempt)
 
-  def wait_and_kill(self, attempt: Attempt, root: pathlib.Path) -> Dict:
+  def environment(self) -> Dict[str, str]:
+    return stop_points.environment(self.point, self.count) if self.point else {}
+
+  def wait_and_kill(self, attempt: Attempt) -> Dict:
     """Waits for the moment (or the end of the run) and kills; returns a record."""
-    hit = False
-    if self.kind == "random":
+    if self.point:
+      hit = stop_points.wait_until_stopped(attempt.process)
+    else:
       while attempt.running() and time.time() - attempt.start < self.delay:
         time.sleep(0.005)
       hit = attempt.running()
-    elif self.kind == "path":  # a file this attempt is writing (not debris of the last)
-      while attempt.running():
-        if any(_modified_since(path, attempt.start)
-               for path in glob.glob(str(root / self.pattern), recursive=True)):
-          hit = True
-          break
-        time.sleep(0.0005)
-    else:
-      while attempt.running() and attempt.seen(self.pattern) is None:
-        time.sleep(0.005)
-      if attempt.running():
-        time.sleep(self.delay)
-        hit = attempt.running() and attempt.seen(self.end_pattern) is None
     killed = attempt.kill()
     code = attempt.wait()
     return {"moment": self.label, "at_s": round(time.time() - attempt.start, 3),
             "killed": killed, "hit": hit and killed, "exit": code}
-
-
-def _modified_since(path: str, start: float) -> bool:
-  try:
-    return os.stat(path).st_mtime >= start
-  except FileNotFoundError:
-    return False
 
 
 # ------------------------------------------------------------ checks
@@ -271,7 +262,7 @@ def compare_checkpoints(reference: str, soaked: str) -> int:
 class Job:
   name: str
   command: Callable[[pathlib.Path], List[str]]  # output dir -> argv
-  moments: Callable[[Attempt], List[Moment]]  # reference attempt -> kill plan
+  moments: Callable[[], List[Moment]]  # the kill plan
   verify: Callable[[pathlib.Path, pathlib.Path, List[str]], Dict]  # ref, soaked, logs
   done: Callable[[pathlib.Path, Attempt], float] = lambda _dir, _ref: 0.0  # work done
 
@@ -290,7 +281,7 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
         f"{logs_dir / (job.name + '_reference.log')}")
   duration = time.time() - reference.start
   log(f"[{job.name}] reference run: {duration:.1f} s")
-  plan = job.moments(reference)
+  plan = job.moments()
   rng.shuffle(plan)
   # Saves need training left to do, eval and export come after it: kill
   # during saves first, at random moments next, in eval and export last.
@@ -311,12 +302,13 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
       moment = random_moments(1, rng)[0]
     else:
       moment = None
-    if moment is not None and moment.kind == "random":
+    if moment is not None and not moment.point:
       # Uniform over this attempt's expected life: start-up, then what is left.
       remaining = (duration - startup) * (1.0 - job.done(soaked_dir, reference))
       moment = dataclasses.replace(moment, delay=moment.fraction * (startup + remaining))
     attempt = Attempt(job.command(soaked_dir),
-                      logs_dir / f"{job.name}_attempt{attempt_index:02d}.log")
+                      logs_dir / f"{job.name}_attempt{attempt_index:02d}.log",
+                      moment.environment() if moment else None)
     if moment is None:
       code = attempt.wait()
       texts.append(attempt.text())
@@ -324,7 +316,7 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
             f"{attempt.text()[-2000:]}")
       log(f"[{job.name}] final rerun: exit 0 after {time.time() - attempt.start:.1f} s")
       break
-    record = moment.wait_and_kill(attempt, soaked_dir)
+    record = moment.wait_and_kill(attempt)
     texts.append(attempt.text())
     check(record["killed"] or record["exit"] == 0,
           f"{job.name}: attempt {attempt_index} failed by itself (exit "
@@ -348,7 +340,7 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
 
 
 def random_moments(count: int, rng: random.Random) -> List[Moment]:
-  return [Moment("random", "random", fraction=rng.uniform(0.05, 1.0)) for _ in range(count)]
+  return [Moment("random", fraction=rng.uniform(0.05, 1.0)) for _ in range(count)]
 
 
 def checkpoint_progress(directory: pathlib.Path, total_steps: int) -> float:
@@ -358,24 +350,15 @@ def checkpoint_progress(directory: pathlib.Path, total_steps: int) -> float:
   return int(latest.rsplit("-", 1)[1]) / total_steps if latest else 0.0
 
 
-def line_moment(reference: Attempt, label: str, start: str, end: str,
-                rng: random.Random) -> Moment:
-  """Kill a random time into the phase the reference logged between two lines."""
-  began, ended = reference.seen(start), reference.seen(end)
-  span = max((ended or began or 0) - (began or 0), 0.05)
-  return Moment("line", label, delay=rng.uniform(0, 0.8 * span), pattern=start,
-                end_pattern=end)
-
-
 def tfrecords_job(args, rng: random.Random) -> Job:
   def command(out: pathlib.Path) -> List[str]:
     return ["data_prep/build_tfrecords.py", f"--corpus_dir={args.corpus_dir}",
             f"--vocab_file={args.vocab_file}", f"--output_dir={out}",
             "--max_seq_length=32", "--num_out_files=4", "--seed=11"]
 
-  def moments(reference: Attempt) -> List[Moment]:
+  def moments() -> List[Moment]:
     n_write = max(1, args.tfrecords_kills // 2)
-    return ([Moment("path", "write", pattern=".*.partial")] * n_write +
+    return ([Moment("write", "tfrecords_writing")] * n_write +
             random_moments(args.tfrecords_kills - n_write, rng))
 
   def verify(reference_dir, soaked_dir, _texts) -> Dict:
@@ -419,11 +402,11 @@ def pretraining_job(args, data_dir: pathlib.Path, rng: random.Random) -> Job:
             f"--hparams={json.dumps(hparams)}", "--do_train", "--do_eval",
             f"--export_dir={out / 'export'}", "--strategy=one_device"]
 
-  def moments(reference: Attempt) -> List[Moment]:
+  def moments() -> List[Moment]:
     n_save = max(2, args.kills // 4)
-    return ([Moment("path", "save", pattern="ckpt-*_temp")] * n_save +
-            [line_moment(reference, "eval", "Evaluating the latest", "Exporting the", rng),
-             line_moment(reference, "export", "Exporting the", "Exported the", rng)] +
+    # The k-th save of an attempt, k in 1..3: the run has at least 3 left.
+    return ([Moment("save", "checkpoint_written", rng.randint(1, 3)) for _ in range(n_save)] +
+            [Moment("eval", "eval_batch"), Moment("export", "export_written")] +
             random_moments(args.kills - n_save - 2, rng))
 
   def verify(reference_dir, soaked_dir, texts) -> Dict:
@@ -448,10 +431,10 @@ def finetuning_job(args, data_dir: pathlib.Path, init_dir: pathlib.Path,
             f"--hparams={json.dumps(FINETUNE_HPARAMS)}", "--strategy=one_device",
             f"--export_dir={out / 'export'}"]
 
-  def moments(reference: Attempt) -> List[Moment]:
+  def moments() -> List[Moment]:
     n_save = max(1, args.finetuning_kills // 3)
-    plan = [Moment("path", "save", pattern="**/ckpt-*_temp")] * n_save
-    plan += [line_moment(reference, "eval", "Run dev set evaluation", "Exported the", rng)]
+    plan = [Moment("save", "checkpoint_written", rng.randint(1, 2)) for _ in range(n_save)]
+    plan += [Moment("eval", "eval_batch"), Moment("export", "export_written")]
     return plan + random_moments(args.finetuning_kills - len(plan), rng)
 
   def verify(reference_dir, soaked_dir, texts) -> Dict:
@@ -483,27 +466,38 @@ def finetuning_data(work_dir: pathlib.Path, vocab_file: str, glue_dir: str) -> p
   return root
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--work_dir", required=True, help="scratch folder (replaced)")
-  parser.add_argument("--kills", type=int, default=10, help="kills of the pre-training job")
-  parser.add_argument("--tfrecords_kills", type=int, default=3)
-  parser.add_argument("--finetuning_kills", type=int, default=4)
-  parser.add_argument("--num_train_steps", type=int, default=200)
-  parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
-  parser.add_argument("--jobs", default="tfrecords,pretraining,finetuning")
-  parser.add_argument("--vocab_file", default=str(SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"))
-  parser.add_argument("--corpus_file", default=str(SHARED_DATA / "corpus" / "wikitext-2" / "wiki.valid.raw"))
-  parser.add_argument("--corpus_lines", type=int, default=3000,
-                      help="lines of --corpus_file to pre-train on")
-  parser.add_argument("--glue_dir", default=str(SHARED_DATA / "finetuning_data"))
-  parser.add_argument("--report", default=None, help="JSON summary (default: work_dir/soak.json)")
-  args = parser.parse_args(argv)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("work_dir", None, "Scratch folder (replaced).")
+flags.DEFINE_integer("kills", 10, "Kills of the pre-training job.")
+flags.DEFINE_integer("tfrecords_kills", 3, "Kills of the TFRecord build.")
+flags.DEFINE_integer("finetuning_kills", 4, "Kills of the fine-tuning job (at least 3).")
+flags.DEFINE_integer("num_train_steps", 200, "Pre-training steps.")
+flags.DEFINE_integer("seed", 0, "Seed of the kill moments.")
+flags.DEFINE_list("jobs", ["tfrecords", "pretraining", "finetuning"], "Jobs to soak.")
+flags.DEFINE_string("vocab_file", str(SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"),
+                    "WordPiece vocab.")
+flags.DEFINE_string("corpus_file",
+                    str(SHARED_DATA / "corpus" / "wikitext-2" / "wiki.valid.raw"),
+                    "Text to pre-train on.")
+flags.DEFINE_integer("corpus_lines", 3000, "Lines of --corpus_file to pre-train on.")
+flags.DEFINE_string("glue_dir", str(SHARED_DATA / "finetuning_data"),
+                    "Folder with rte/{train,dev}.tsv.")
+flags.DEFINE_string("report", None, "JSON summary (default: work_dir/soak.json).")
+flags.mark_flag_as_required("work_dir")
+
+
+def main() -> int:
   for flag in ("vocab_file", "corpus_file"):
-    if not os.path.isfile(getattr(args, flag)):
-      parser.error(f"--{flag}: {getattr(args, flag)} is not a file")
-  if not os.path.isfile(os.path.join(args.glue_dir, "rte", "train.tsv")):
-    parser.error(f"--glue_dir: {args.glue_dir} has no rte/train.tsv")
+    if not os.path.isfile(FLAGS[flag].value):
+      raise ValueError(f"--{flag}: {FLAGS[flag].value} is not a file")
+  if not os.path.isfile(os.path.join(FLAGS.glue_dir, "rte", "train.tsv")):
+    raise ValueError(f"--glue_dir: {FLAGS.glue_dir} has no rte/train.tsv")
+  if FLAGS.finetuning_kills < 3:
+    raise ValueError(f"--finetuning_kills: {FLAGS.finetuning_kills} is below 3 "
+                     "(a save, the evaluation and the export)")
+  args = types.SimpleNamespace(**{name: FLAGS[name].value for name in (
+      "work_dir", "kills", "tfrecords_kills", "finetuning_kills", "num_train_steps",
+      "seed", "jobs", "vocab_file", "corpus_file", "corpus_lines", "glue_dir", "report")})
   work_dir = pathlib.Path(args.work_dir).resolve()
   shutil.rmtree(work_dir, ignore_errors=True)
   corpus_dir = work_dir / "corpus"
@@ -519,7 +513,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{time.time() - started:7.1f}s {message}", flush=True)
 
   summaries, failure = [], None
-  jobs = args.jobs.split(",")
+  jobs = args.jobs
   try:
     tfrecords = tfrecords_job(args, rng)
     # Pre-training reads the reference TFRecords; fine-tuning starts from the
@@ -560,4 +554,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  cli.run(main, "soak.py")

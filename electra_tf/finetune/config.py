@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import ClassVar, List, Tuple
 
-from electra_tf.config import (MODEL_SIZES, ConfigError, ModelConfig,
-                               PretrainingConfig, _check_value)
+from electra_tf.config import ConfigError, JobConfig
 
 # Official task names (finetune/task_builder.py), in the order of the paper's
 # tables.  The MRQA tasks of the official code are not implemented.
@@ -56,28 +55,19 @@ def is_qa_task(task_name: str) -> bool:
 
 
 @dataclasses.dataclass
-class FinetuningConfig:
+class FinetuningConfig(JobConfig):
   """Fine-tuning hyperparameters under their official names and defaults."""
   # general
-  model_name: str = "electra"
-  debug: bool = False  # small data (first 100 lines / sentences), tiny model
   log_examples: bool = False  # log the first featurized example of each set
   num_trials: int = 1  # train + eval runs with different seeds
-  do_train: bool = True
   do_eval: bool = True
   keep_all_models: bool = True  # False: delete each trial's model but the last
 
   # model
-  model_size: str = "small"
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["chunk"])
-  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = None  # hidden size when None
-  vocab_size: int = 30522
-  do_lower_case: bool = True
 
   # training
   learning_rate: float = 1e-4
-  weight_decay_rate: float = 0.01
   layerwise_lr_decay: float = 0.8  # lr * decay^(depth from the top); <= 0: off
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
@@ -90,7 +80,6 @@ class FinetuningConfig:
   n_writes_test: int = 5  # write test predictions for the first n trials
 
   # sizing
-  max_seq_length: int = 128
   train_batch_size: int = 32
   eval_batch_size: int = 32
   predict_batch_size: int = 32
@@ -108,70 +97,38 @@ class FinetuningConfig:
   beam_size: int = 20
   qa_na_threshold: float = -2.75  # SQuAD 2.0: "no answer" above this
 
-  # TPU settings (official names)
-  use_tpu: bool = False
-  num_tpu_cores: int = 1
-  tpu_job_name: Optional[str] = None
-  tpu_name: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-
   # locations (official conventions under data_dir; see module docstring)
-  data_dir: str = ""
-  vocab_file: str = ""
   init_checkpoint: str = ""
-  model_dir: str = ""
-  results_txt: str = ""
-  results_pkl: str = ""
   preprocessed_data_dir: str = ""
 
-  # electra-tf addition
-  seed: int = 0  # base seed of initialisation, dropout and shuffling
+  POSITIVE: ClassVar[Tuple[str, ...]] = JobConfig.POSITIVE + (
+      "num_trials", "train_batch_size", "eval_batch_size", "predict_batch_size",
+      "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+      "beam_size", "save_checkpoints_steps", "iterations_per_loop", "learning_rate",
+      "num_train_epochs")
+  DERIVED: ClassVar[Tuple[str, ...]] = _DERIVED_NAMES
 
   # ---------------------------------------------------------------- creation
-  @classmethod
-  def create(cls, hparams: Optional[Mapping[str, Any]] = None,
-             task_names: Optional[Sequence[str]] = None,
-             model_size: Optional[str] = None, data_dir: str = "",
-             model_dir: Optional[str] = None,
-             init_checkpoint: Optional[str] = None,
-             model_name: str = "electra") -> "FinetuningConfig":
-    """Resolves defaults, hparams and flags in the official order."""
-    user = dict(hparams or {})
-    flags = {"task_names": list(task_names) if task_names is not None else None,
-             "model_size": model_size, "model_dir": model_dir,
-             "init_checkpoint": init_checkpoint}
-    user.update({k: v for k, v in flags.items() if v is not None})
-    _check_hparams(user)
-    config = cls(model_name=model_name, data_dir=data_dir)
-    config._apply(user)
-    if len(config.task_names) == 1:
-      task_name = config.task_names[0]
+  def _apply_job_defaults(self) -> None:
+    if len(self.task_names) == 1:
+      task_name = self.task_names[0]
       if task_name in ("rte", "sts"):
-        config.num_train_epochs = 10.0
+        self.num_train_epochs = 10.0
       elif is_qa_task(task_name):
-        config.max_seq_length = 512
-        config.num_train_epochs = 2.0
-        config.write_test_outputs = False
+        self.max_seq_length = 512
+        self.num_train_epochs = 2.0
+        self.write_test_outputs = False
       elif task_name == "chunk":
-        config.max_seq_length = 256
+        self.max_seq_length = 256
       else:
-        config.num_train_epochs = 3.0
-    if config.model_size == "large":
-      config.learning_rate = 5e-5
-      config.layerwise_lr_decay = 0.9
-    elif config.model_size == "small":
-      config.embedding_size = 128
-    if config.debug:
-      config._apply(_DEBUG_SETTINGS)
-    config._apply(user)
-    config._fill_paths()
-    config.validate()
-    return config
-
-  def _apply(self, values: Mapping[str, Any]) -> None:
-    for key, value in values.items():
-      setattr(self, key, list(value) if key == "task_names" else value)
+        self.num_train_epochs = 3.0
+    if self.model_size == "large":
+      self.learning_rate = 5e-5
+      self.layerwise_lr_decay = 0.9
+    elif self.model_size == "small":
+      self.embedding_size = 128
+    if self.debug:
+      self.update(_DEBUG_SETTINGS)
 
   @property
   def pretrained_model_dir(self) -> str:
@@ -186,7 +143,7 @@ class FinetuningConfig:
     """The official `data_dir/finetuning_data/<task>` folder."""
     return os.path.join(self.data_dir, "finetuning_data", task_name)
 
-  def _fill_paths(self) -> None:
+  def _derive(self) -> None:
     tasks = ",".join(self.task_names)
     if not self.vocab_file:
       self.vocab_file = os.path.join(self.pretrained_model_dir, "vocab.txt")
@@ -209,9 +166,6 @@ class FinetuningConfig:
   # ------------------------------------------------------------ validation
   def validate(self) -> None:
     """Raises ConfigError naming the hparam and what is wrong."""
-    if self.model_size not in MODEL_SIZES:
-      raise ConfigError(f"hparam model_size: {self.model_size!r} is not one of "
-                        f"{', '.join(MODEL_SIZES)}")
     if not self.task_names:
       raise ConfigError("hparam task_names: no task given")
     for name in self.task_names:
@@ -223,25 +177,13 @@ class FinetuningConfig:
                           f"{', '.join(TASK_NAMES)}")
     if len(set(self.task_names)) != len(self.task_names):
       raise ConfigError(f"hparam task_names: {self.task_names} repeats a task")
-    for name in ("num_trials", "max_seq_length", "train_batch_size",
-                 "eval_batch_size", "predict_batch_size", "max_query_length",
-                 "doc_stride", "n_best_size", "max_answer_length", "beam_size",
-                 "vocab_size", "save_checkpoints_steps", "iterations_per_loop"):
-      if getattr(self, name) <= 0:
-        raise ConfigError(f"hparam {name}: {getattr(self, name)} must be > 0")
-    for name in ("learning_rate", "num_train_epochs"):
-      if getattr(self, name) <= 0:
-        raise ConfigError(f"hparam {name}: {getattr(self, name)} must be > 0")
+    super().validate()
     for name in ("weight_decay_rate", "answerable_weight", "n_writes_test"):
       if getattr(self, name) < 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be >= 0")
     if not 0.0 <= self.warmup_proportion <= 1.0:
       raise ConfigError(f"hparam warmup_proportion: {self.warmup_proportion} "
                         "is outside [0, 1]")
-    model = self.model_config()
-    if self.max_seq_length > model.max_position_embeddings:
-      raise ConfigError(f"hparam max_seq_length: {self.max_seq_length} exceeds "
-                        f"max_position_embeddings {model.max_position_embeddings}")
     if any(is_qa_task(name) for name in self.task_names):
       if self.max_seq_length - self.max_query_length - 3 < 1:
         raise ConfigError(
@@ -253,45 +195,8 @@ class FinetuningConfig:
                           f"max_seq_length {self.max_seq_length}")
 
   # ------------------------------------------------------- derived values
-  def model_config(self) -> ModelConfig:
-    """The encoder config (official training_utils.get_bert_config).
-
-    Shared with pre-training, including the debug-mode shrink to 3 layers of
-    hidden size 144 that the official FinetuningModel applies.
-    """
-    return PretrainingConfig.create({
-        "model_size": self.model_size, "vocab_size": self.vocab_size,
-        "model_hparam_overrides": dict(self.model_hparam_overrides),
-        "debug": self.debug}).discriminator_config()
-
-  @property
-  def effective_embedding_size(self) -> int:
-    """Width of the embedding tables (hidden size when unset)."""
-    if self.embedding_size is None:
-      return self.model_config().hidden_size
-    return int(self.embedding_size)
-
   def num_train_steps(self, n_train_features: int) -> int:
     """Official step count: the padded feature count // batch * epochs."""
     batch = self.train_batch_size
     padded = -(-n_train_features // batch) * batch
     return int(padded // batch * self.num_train_epochs)
-
-  def to_dict(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
-
-
-def _check_hparams(hparams: Mapping[str, Any]) -> None:
-  types = {f.name: f.type for f in dataclasses.fields(FinetuningConfig)}
-  for key, value in hparams.items():
-    if key in _DERIVED_NAMES:
-      raise ConfigError(f"hparam {key}: derived from data_dir, not settable")
-    if key not in types:
-      raise ConfigError(f"Unknown hparam {key!r}")
-    if key == "task_names":
-      if (not isinstance(value, list) or
-          not all(isinstance(v, str) for v in value)):
-        raise ConfigError(f"hparam task_names: expected a list of task names, "
-                          f"got {value!r}")
-    else:
-      _check_value(key, types[key], value)

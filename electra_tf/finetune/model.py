@@ -59,7 +59,7 @@ class FinetuningModel(keras.Model):
                **kwargs: Any):
     super().__init__(name="finetuning_model", **kwargs)
     self.task_names = [task.name for task in tasks]
-    self.encoder = build_discriminator_encoder(config.model_config(),
+    self.encoder = build_discriminator_encoder(config.encoder_config(),
                                                config.effective_embedding_size)
     self.heads = {task.name: self._built_head(task, config) for task in tasks}
 

@@ -108,7 +108,15 @@ class EmbeddingLayer(keras.layers.Layer):
     """[B, S] ids -> [B, S, E] LayerNorm(word + token type + position)."""
     seq_length = tf.shape(input_ids)[1]
     output = tf.gather(self.word_embeddings, input_ids)
-    output += tf.gather(self.token_type_embeddings, segment_ids)
+    # Token types by a one-hot matmul, as official (for any device): the
+    # table's gradient is then a dense tensor, as in the official graph.  A
+    # gather's gradient is an IndexedSlices with one row per token, whose
+    # duplicate rows a global-norm clip would not sum (see
+    # optimization.clip_by_global_norm, which densifies what is left).
+    token_types = tf.one_hot(segment_ids, self.type_vocab_size, dtype=output.dtype)
+    output += tf.einsum("bst,te->bse", token_types,
+                        tf.cast(self.token_type_embeddings, output.dtype))
+    # A slice: its gradient is dense, as the official tf.slice's.
     output += self.position_embeddings[tf.newaxis, :seq_length]
     return self.layer_norm(output)
 
@@ -125,10 +133,6 @@ class TransformerLayer(keras.layers.Layer):
 
   def __init__(self, config: ModelConfig, name: str, **kwargs: Any):
     super().__init__(name=name, **kwargs)
-    if config.hidden_size % config.num_attention_heads:
-      raise ConfigError(
-          f"hparam model_hparam_overrides: hidden_size {config.hidden_size} is not "
-          f"a multiple of num_attention_heads {config.num_attention_heads}")
     self.num_heads = config.num_attention_heads
     self.head_size = config.hidden_size // config.num_attention_heads
     hidden = config.hidden_size
@@ -271,8 +275,8 @@ def build_discriminator_encoder(model_config: ModelConfig,
                                 ) -> TransformerEncoder:
   """The discriminator encoder alone (scope `electra`), for fine-tuning/export.
 
-  Pass `PretrainingConfig.discriminator_config()` and
-  `PretrainingConfig.effective_embedding_size`; its variables are named like
+  Pass a job config's `encoder_config()` and `effective_embedding_size`; its
+  variables are named like
   the pre-trainer's discriminator, so `checkpoints.restore_from_checkpoint`
   loads them from a project pre-training checkpoint or a Google checkpoint.
   """

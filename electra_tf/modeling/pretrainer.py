@@ -26,13 +26,15 @@ Logits, softmaxes and losses are float32 whatever the layers' dtype policy.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.config import ModelConfig
 from electra_tf.modeling import encoder as encoder_lib
+from electra_tf.modeling.sampling import sample_from_softmax
 
 # ----------------------------------------------------------- pure functions
 
@@ -61,113 +63,6 @@ def scatter_update(sequence: tf.Tensor, updates: tf.Tensor, positions: tf.Tensor
   mask = tf.minimum(counts, 1)
   values = tf.math.floordiv(totals, tf.maximum(counts, 1))
   return (1 - mask) * sequence + mask * values, mask
-
-
-def _mix32(x: tf.Tensor) -> tf.Tensor:
-  """murmur3's 32-bit finaliser: a bijective avalanche mix of uint32 values."""
-  for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
-    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, shift))
-    x *= tf.constant(factor, tf.uint32)
-  return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
-
-
-def _seed_keys(seed: tf.Tensor) -> tf.Tensor:
-  """int seeds [..., 2] (any int64 values) -> uint32 keys [...]."""
-  words = tf.bitcast(tf.cast(seed, tf.int64), tf.uint32)  # [..., 2, 2]
-  key = tf.fill(tf.shape(words)[:-2], tf.constant(0x243F6A88, tf.uint32))
-  for i in range(2):
-    for j in range(2):
-      key = _mix32(tf.bitwise.bitwise_xor(key, words[..., i, j]) +
-                   tf.constant(0x9E3779B9, tf.uint32))
-  return key
-
-
-def hashed_uniform(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-  """Stateless U[0, 1) noise (multiples of 2^-24) of `shape` [B, ...].
-
-  A counter-based generator: value k of a key is mix(mix(key + k * golden)
-  ^ key).  `seed` int [2] keys the whole tensor, int [B, 2] each example, so
-  an example's noise does not depend on the rest of the batch (nor on how the
-  batch is split over replicas).  Plain uint32 arithmetic gives the same
-  numbers with and without XLA, which tf.random's stateless ops do not.
-  """
-  seed = tf.convert_to_tensor(seed)
-  per_example = seed.shape.rank == 2
-  keys = _seed_keys(seed)[..., tf.newaxis]  # [B, 1] or [1]
-  count = tf.reduce_prod(shape[1:] if per_example else shape)
-  counters = tf.cast(tf.range(count), tf.uint32) * tf.constant(0x9E3779B9, tf.uint32)
-  bits = _mix32(tf.bitwise.bitwise_xor(_mix32(keys + counters), keys))
-  uniform = tf.cast(tf.bitwise.right_shift(bits, 8), tf.float32) * (1.0 / (1 << 24))
-  return tf.reshape(uniform, shape)
-
-
-def _uniform_noise(shape: tf.Tensor, seed: Optional[tf.Tensor]) -> tf.Tensor:
-  """U[0, 1) noise of `shape`: stateful, or `hashed_uniform` from a seed."""
-  if seed is None:
-    return tf.random.uniform(shape)
-  return hashed_uniform(shape, seed)
-
-
-SAMPLING_BLOCK = 128  # vocabulary ids per block of the two-level CDF search
-
-
-def _last_positive_index(cdf: tf.Tensor) -> tf.Tensor:
-  """Index of the last entry that raises a non-decreasing cdf [..., K]."""
-  return tf.reduce_sum(tf.cast(cdf < cdf[..., -1:], tf.int32), axis=-1)
-
-
-def _search(cdf: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-  """The i with cdf[i-1] <= target < cdf[i] for cdf [..., K], target [...].
-
-  Never an index whose cdf step is 0 (not even when rounding puts the
-  target at or past the total).
-  """
-  count = tf.reduce_sum(tf.cast(cdf <= target[..., tf.newaxis], tf.int32), axis=-1)
-  return tf.minimum(count, _last_positive_index(cdf))
-
-
-def inverse_cdf_sample(probs: tf.Tensor, uniform: tf.Tensor) -> tf.Tensor:
-  """Inverse-CDF draw from probs [R, V] (unnormalised is fine), uniform [R] -> [R].
-
-  Two levels, so that no cumulative sum runs over the whole vocabulary
-  (slow on CPU): the block of SAMPLING_BLOCK ids holding u * total, then the
-  id inside that block.
-  """
-  vocab_size = tf.shape(probs)[-1]
-  num_blocks = (vocab_size + SAMPLING_BLOCK - 1) // SAMPLING_BLOCK
-  padded = tf.pad(probs, [[0, 0], [0, num_blocks * SAMPLING_BLOCK - vocab_size]])
-  blocks = tf.reshape(padded, [tf.shape(probs)[0], num_blocks, SAMPLING_BLOCK])
-  block_sums = tf.reduce_sum(blocks, axis=-1)  # [R, blocks]
-  block_cdf = tf.cumsum(block_sums, axis=-1)
-  target = uniform * block_cdf[:, -1]
-  block = _search(block_cdf, target)
-  below = tf.gather(tf.cumsum(block_sums, axis=-1, exclusive=True), block, batch_dims=1)
-  inner_cdf = tf.cumsum(tf.gather(blocks, block, batch_dims=1), axis=-1)
-  return block * SAMPLING_BLOCK + _search(inner_cdf, tf.maximum(target - below, 0.0))
-
-
-def sample_from_softmax(logits: tf.Tensor, seed: Optional[tf.Tensor] = None,
-                        disallow: Optional[tf.Tensor] = None) -> tf.Tensor:
-  """Samples from softmax(logits) [B, ..., V] -> int32 ids [B, ...].
-
-  `disallow` ([B, ..., V], 1.0 = forbidden) subtracts 1000 from those logits,
-  as official.  `seed` makes the draw stateless and reproducible: int [2]
-  for the whole batch or int [B, 2] for one seed per example; without it the
-  global generator is used.
-
-  The official code takes the Gumbel-max of V uniforms per sample; this
-  inverts the softmax CDF with ONE uniform per sample instead: the same
-  categorical distribution without V random numbers and two logarithms per
-  vocabulary entry, which dominated the sampling cost.
-  """
-  logits = tf.cast(logits, tf.float32)
-  if disallow is not None:
-    logits -= 1000.0 * disallow
-  uniform = _uniform_noise(tf.shape(logits)[:-1], seed)
-  vocab_size = tf.shape(logits)[-1]
-  ids = inverse_cdf_sample(tf.reshape(tf.nn.softmax(logits), [-1, vocab_size]),
-                           tf.reshape(uniform, [-1]))
-  return tf.reshape(ids, tf.shape(logits)[:-1])
 
 
 def corrupt_inputs(input_ids: tf.Tensor, masked_lm_positions: tf.Tensor,
@@ -296,17 +191,37 @@ BATCH_KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
               "masked_lm_ids", "masked_lm_weights")
 
 
+@dataclasses.dataclass(frozen=True)
+class Objective:
+  """The pre-training objective's settings (official hparams of these names)."""
+  electra_objective: bool = True  # False: a plain masked LM
+  gen_weight: float = 1.0
+  disc_weight: float = 50.0
+  temperature: float = 1.0  # of the generator's softmax when sampling
+  disallow_correct: bool = False  # never sample the original token
+
+
 class ElectraPretrainer(keras.Model):
   """Generator + discriminator trained with replaced-token detection.
 
+  Args:
+    discriminator_config: the discriminator `electra` (with electra_objective
+      false: the masked LM's encoder).
+    embedding_size: width of the shared embedding tables.
+    generator_config: a separate generator `generator` (official
+      untied_generator); None: the discriminator is also the generator (a
+      tied generator, or the masked LM).
+    objective: the losses and the sampling (`Objective`).
+    uniform_generator: no generator; replacements drawn uniformly.
+    untied_generator_embeddings: the separate generator gets its own
+      embedding tables (as wide as its hidden size, an official quirk)
+      instead of sharing the discriminator's.
+
   Sub-layers (None where the configuration has none), named by scope:
-    discriminator              TransformerEncoder `electra` (also the masked
-                               LM encoder when electra_objective=False and
-                               the generator when untied_generator=False)
+    discriminator              TransformerEncoder `electra`
     generator                  TransformerEncoder `generator`, or the
-                               discriminator when tied, None for
-                               uniform_generator; shares the discriminator's
-                               EmbeddingLayer unless untied_generator_embeddings
+                               discriminator itself, or None (uniform)
+    generator_predictions      MaskedLMHead (None for uniform_generator)
     generator_predictions      MaskedLMHead (None for uniform_generator)
     discriminator_predictions  DiscriminatorHead (None without electra_objective)
   All variables exist, under their official names, once constructed.
@@ -317,42 +232,41 @@ class ElectraPretrainer(keras.Model):
     mlm_logits [B, N, V] float32, mlm_per_example_loss [B, N] float32 (not
     weighted), mlm_preds [B, N] int32
   and with electra_objective:
-    disc_loss scalar float32, sampled_ids [B, N] int32, disc_logits [B, S],
+    disc_loss scalar float32, sampled_ids [B, N] int32, corrupted_ids [B, S]
+    int32 (the discriminator's input), disc_logits [B, S],
     disc_probs [B, S] float32, disc_preds [B, S] int32, disc_labels [B, S]
     int32, disc_per_example_loss [B] float32
   `sample_seed` (int [2], or int [B, 2] for one seed per example) makes the
-  Gumbel noise stateless and reproducible.  `loss_denominators` (float32 [2]:
+  sampling noise stateless and reproducible (`sampling.hashed_uniform`).  `loss_denominators` (float32 [2]:
   the sum of masked_lm_weights and the sum of input_mask, e.g. over the
   global batch of all replicas) replaces this batch's sums as the two losses'
   denominators.
   """
 
-  def __init__(self, config: PretrainingConfig, name: str = "electra_pretrainer",
-               **kwargs: Any):
+  def __init__(self, discriminator_config: ModelConfig, embedding_size: int,
+               generator_config: Optional[ModelConfig] = None,
+               objective: Objective = Objective(), uniform_generator: bool = False,
+               untied_generator_embeddings: bool = False,
+               name: str = "electra_pretrainer", **kwargs: Any):
     super().__init__(name=name, **kwargs)
-    if config.uniform_generator and not config.electra_objective:
-      raise ConfigError("hparams uniform_generator=true with electra_objective=false "
-                        "leave nothing to train")
-    self.config = config
-    disc_config = config.discriminator_config()
+    self.objective = objective
+    disc_config = discriminator_config
     self.vocab_size = disc_config.vocab_size
     # The discriminator is built first so that the shared embedding block
     # gets its official scope `electra/embeddings`.
     self.discriminator = encoder_lib.TransformerEncoder(
-        disc_config, embedding_size=config.effective_embedding_size, name="electra")
-    if config.uniform_generator:
+        disc_config, embedding_size=embedding_size, name="electra")
+    if uniform_generator:
       self.generator = None
-    elif config.electra_objective and config.untied_generator:
-      gen_config = config.generator_config()
-      if config.untied_generator_embeddings:
-        # Official quirk: untied generator embeddings are as wide as the
-        # generator's hidden size, whatever embedding_size says.
-        self.generator = encoder_lib.TransformerEncoder(gen_config, name="generator")
-      else:
-        self.generator = encoder_lib.TransformerEncoder(
-            gen_config, embeddings=self.discriminator.embeddings, name="generator")
-    else:
+    elif generator_config is None:
       self.generator = self.discriminator
+    elif untied_generator_embeddings:
+      # Official quirk: untied generator embeddings are as wide as the
+      # generator's hidden size, whatever embedding_size says.
+      self.generator = encoder_lib.TransformerEncoder(generator_config, name="generator")
+    else:
+      self.generator = encoder_lib.TransformerEncoder(
+          generator_config, embeddings=self.discriminator.embeddings, name="generator")
     self.generator_predictions = None
     if self.generator is not None:
       self.generator_predictions = MaskedLMHead(
@@ -362,7 +276,7 @@ class ElectraPretrainer(keras.Model):
           tf.zeros([1, 1, self.generator.config.hidden_size]),
           tf.zeros([1, 1], tf.int32))
     self.discriminator_predictions = None
-    if config.electra_objective:
+    if objective.electra_objective:
       self.discriminator_predictions = DiscriminatorHead(
           disc_config.hidden_size, disc_config.hidden_act,
           disc_config.initializer_range)
@@ -391,7 +305,7 @@ class ElectraPretrainer(keras.Model):
   def call(self, batch: Mapping[str, tf.Tensor], training: Optional[bool] = None,
            sample_seed: Optional[tf.Tensor] = None,
            loss_denominators: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
-    config = self.config
+    objective = self.objective
     weight_sum = token_sum = None
     if loss_denominators is not None:
       weight_sum, token_sum = tf.unstack(tf.cast(loss_denominators, tf.float32))
@@ -400,14 +314,14 @@ class ElectraPretrainer(keras.Model):
         logits, batch["masked_lm_ids"], batch["masked_lm_weights"], weight_sum)
     outputs = {"mlm_logits": logits, "mlm_loss": mlm_loss,
                "mlm_per_example_loss": mlm_per_example_loss, "mlm_preds": mlm_preds,
-               "total_loss": config.gen_weight * mlm_loss}
-    if not config.electra_objective:
+               "total_loss": objective.gen_weight * mlm_loss}
+    if not objective.electra_objective:
       return outputs
 
     disallow = (tf.one_hot(batch["masked_lm_ids"], self.vocab_size)
-                if config.disallow_correct else None)
+                if objective.disallow_correct else None)
     sampled_ids = sample_from_softmax(
-        tf.stop_gradient(logits) / config.temperature, seed=sample_seed,
+        tf.stop_gradient(logits) / objective.temperature, seed=sample_seed,
         disallow=disallow)
     corrupted_ids, labels = corrupt_inputs(
         batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"],
@@ -416,10 +330,11 @@ class ElectraPretrainer(keras.Model):
         corrupted_ids, batch["input_mask"], batch["segment_ids"], training=training)
     disc = discriminator_loss(disc_logits, labels, batch["input_mask"], token_sum)
     outputs.update({
-        "sampled_ids": sampled_ids, "disc_logits": disc_logits,
+        "sampled_ids": sampled_ids, "corrupted_ids": corrupted_ids,
+        "disc_logits": disc_logits,
         "disc_probs": disc["probs"], "disc_preds": disc["preds"],
         "disc_labels": labels, "disc_loss": disc["loss"],
         "disc_per_example_loss": disc["per_example_loss"],
-        "total_loss": outputs["total_loss"] + config.disc_weight * disc["loss"],
+        "total_loss": outputs["total_loss"] + objective.disc_weight * disc["loss"],
     })
     return outputs

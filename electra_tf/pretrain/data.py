@@ -30,7 +30,7 @@ from electra_tf.tokenization import DataError, SpecialIds
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 REPLACE_WITH_MASK_PROB = 0.85  # official: the other 15% keep their token
 _TRAIN_FILE_CYCLE = 4  # official num_cpu_threads: files read in parallel
-_TRAIN_SHUFFLE_BUFFER = 100  # official record shuffle buffer
+_TRAIN_SHUFFLE_BUFFER = 100  # official record shuffle buffer (train and eval)
 # How TensorFlow's record reader reports a bad record, with its byte offset.
 _BAD_RECORD = re.compile(r"(truncated|corrupted) record at (\d+)")
 
@@ -193,41 +193,46 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 max_predictions_per_seq: int, mask_prob: float, special: SpecialIds,
                 is_training: bool, seed: int,
                 input_context: Optional[tf.distribute.InputContext] = None,
-                skip_examples: int = 0) -> tf.data.Dataset:
+                skip_examples: int = 0, single_pass: bool = False) -> tf.data.Dataset:
   """Masked batches of `batch_size` examples (per replica under tf.distribute).
 
-  Training (official get_input_fn): files repeated and shuffled, read
-  `min(4, #files)` at a time, records shuffled in a buffer of 100, batches
-  of exactly `batch_size`. The official pipeline reads files in a "sloppy"
-  order; here the order follows `seed`, so a seeded run is reproducible.
-  Evaluation: one pass over the files in sorted order, the last batch may
-  be smaller. Masks are drawn per example from (seed, pipeline, example index).
-  Several input pipelines (`input_context`) read disjoint files, or disjoint
-  records when there are fewer files than pipelines.  `skip_examples` drops
-  the first examples of this pipeline's stream undecoded (a resumed run
-  continues where it stopped: same records, same masks).
+  Training and evaluation read as the official get_input_fn does: files
+  repeated and shuffled, read `min(4, #files)` at a time, records shuffled
+  in a buffer of 100, batches of exactly `batch_size`.  The official pipeline
+  reads files in a "sloppy" order; here the order follows `seed` (and
+  evaluation has its own order and masks), so a seeded run is reproducible.
+  `single_pass` instead reads every record once, in sorted file order, the
+  last batch possibly smaller (inspection, tests).  Masks are drawn per
+  example from (seed, pipeline, train or eval, example index).  Several input
+  pipelines (`input_context`) read disjoint files, or disjoint records when
+  there are fewer files than pipelines.  `skip_examples` drops the first
+  examples of this pipeline's stream undecoded (a resumed run continues where
+  it stopped: same records, same masks).
   """
+  if single_pass and is_training:
+    raise ValueError("get_dataset: single_pass is for reading, not for training")
   files = check_tfrecords(file_patterns, max_seq_length)
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   shard_files = num_pipelines > 1 and len(files) >= num_pipelines
   shard_records = num_pipelines > 1 and not shard_files
+  order_seed = seed if is_training else seed + 1  # evaluation reads in its own order
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shard_files:
     dataset = dataset.shard(num_pipelines, pipeline_id)
     files = files[pipeline_id::num_pipelines]
-  if is_training:
-    dataset = dataset.repeat().shuffle(len(files), seed=seed)
+  if single_pass:
+    dataset = dataset.flat_map(tf.data.TFRecordDataset)
+  else:
+    dataset = dataset.repeat().shuffle(len(files), seed=order_seed)
     dataset = dataset.interleave(
         tf.data.TFRecordDataset, cycle_length=min(_TRAIN_FILE_CYCLE, len(files)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  else:
-    dataset = dataset.flat_map(tf.data.TFRecordDataset)
   if shard_records:
     dataset = dataset.shard(num_pipelines, pipeline_id)
-  if is_training:
-    dataset = dataset.shuffle(_TRAIN_SHUFFLE_BUFFER, seed=seed)
+  if not single_pass:
+    dataset = dataset.shuffle(_TRAIN_SHUFFLE_BUFFER, seed=order_seed)
   dataset = dataset.skip(skip_examples)
   dataset = dataset.map(lambda record: decode_record(record, max_seq_length),
                         num_parallel_calls=tf.data.AUTOTUNE)
@@ -247,5 +252,5 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
 
   dataset = dataset.enumerate(start=skip_examples).map(
       mask, num_parallel_calls=tf.data.AUTOTUNE)
-  dataset = dataset.batch(batch_size, drop_remainder=is_training)
+  dataset = dataset.batch(batch_size, drop_remainder=not single_pass)
   return dataset.prefetch(tf.data.AUTOTUNE)

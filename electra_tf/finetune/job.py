@@ -57,12 +57,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from electra_tf import checkpoints
+from electra_tf import curves
 from electra_tf import distribution
 from electra_tf import fileio
 from electra_tf import optimization
+from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
 from electra_tf.config import ConfigError
@@ -72,14 +73,11 @@ from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
-from electra_tf.modeling import dropout
 from electra_tf.modeling.encoder import build_discriminator_encoder
 
-LOG_EVERY = 10  # steps between progress lines (the official ETAHook's)
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
-CONFIG_FILE = "finetuning_config.json"
+RUN_RECORD = "finetuning_config.json"
 SHUFFLE_BUFFER = 100  # official input_fn
-STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
 
 # Hparams that define the models a model_dir holds (recorded, checked on rerun).
 RUN_KEYS = ("task_names", "model_size", "model_hparam_overrides",
@@ -128,9 +126,7 @@ def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
   """The WordPiece tokenizer of vocab_file, whose size must be vocab_size."""
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
-  if len(tokenizer.vocab) != config.vocab_size:
-    raise ConfigError(f"hparam vocab_size: {config.vocab_size} differs from the "
-                      f"{len(tokenizer.vocab)} entries of {config.vocab_file}")
+  tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
   return tokenizer
 
 
@@ -229,8 +225,7 @@ class TrialJob:
 
   def __init__(self, config: FinetuningConfig, tasks: Sequence[Task],
                strategy: tf.distribute.Strategy, trial: int,
-               num_train_steps: Optional[int], mixed_precision: Optional[str] = None,
-               jit_compile: bool = False):
+               num_train_steps: Optional[int]):
     self.config = config
     self.tasks = list(tasks)
     self.strategy = strategy
@@ -238,41 +233,33 @@ class TrialJob:
     self.seed = config.seed + trial - 1
     self.directory = trial_dir(config, trial)
     self.num_train_steps = num_train_steps
-    self.jit_compile = jit_compile
-    self.mixed_precision = mixed_precision
-    keras.utils.set_random_seed(self.seed)
-    with strategy.scope(), optimization.dtype_policy(mixed_precision):
-      self.model = FinetuningModel(config, tasks)
-      self.optimizer = None
-      if num_train_steps is not None:
-        self.optimizer = optimization.with_loss_scaling(optimization.create_optimizer(
-            learning_rate=config.learning_rate,
-            num_train_steps=num_train_steps,
-            # official: max(num_train_steps * warmup_proportion, warmup_steps=0)
-            num_warmup_steps=num_train_steps * config.warmup_proportion,
-            weight_decay_rate=config.weight_decay_rate,
-            layerwise_lr_decay=(config.layerwise_lr_decay
-                                if config.layerwise_lr_decay > 0 else None),
-            n_transformer_layers=self.model.encoder.config.num_hidden_layers),
-            mixed_precision)
-        self.optimizer.build(self.model.trainable_variables)
-    tracked = {"model": self.model}
-    if self.optimizer is not None:
-      tracked["optimizer"] = self.optimizer
-    self.checkpoint = tf.train.Checkpoint(**tracked)
+
+    def build_optimizer(model: FinetuningModel):
+      return optimization.create_optimizer(
+          learning_rate=config.learning_rate,
+          num_train_steps=num_train_steps,
+          # official: max(num_train_steps * warmup_proportion, warmup_steps=0)
+          num_warmup_steps=num_train_steps * config.warmup_proportion,
+          weight_decay_rate=config.weight_decay_rate,
+          layerwise_lr_decay=(config.layerwise_lr_decay
+                              if config.layerwise_lr_decay > 0 else None),
+          n_transformer_layers=model.encoder.config.num_hidden_layers)
+
+    self.trainer = train_loop.Trainer(
+        strategy, lambda: FinetuningModel(config, tasks),
+        build_optimizer if num_train_steps is not None else None,
+        seed=self.seed, mixed_precision=config.mixed_precision,
+        jit_compile=config.jit_compile)
+    self.model = self.trainer.model
+    self.optimizer = self.trainer.optimizer
     self._predict_steps: Dict[str, Any] = {}
 
   # ------------------------------------------------------- initialisation
   def initialize(self, init_checkpoint: Optional[str]) -> None:
     """Restores the trial's latest checkpoint, else the encoder from
     `init_checkpoint` (None: random initialisation)."""
-    latest = tf.train.latest_checkpoint(self.directory)
+    latest = self.trainer.restore_latest(self.directory)
     if latest:
-      status = self.checkpoint.restore(latest)
-      if self.optimizer is None:
-        status.expect_partial()
-      else:
-        status.assert_existing_objects_matched()
       _log(f"Restored trial {self.trial} from {latest}")
     elif init_checkpoint:
       unused = checkpoints.restore_from_checkpoint(self.model.encoder,
@@ -294,24 +281,14 @@ class TrialJob:
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=self.seed)
     return dataset.batch(batch, drop_remainder=True).skip(skip_batches)
 
-  def _train_step(self, batch: Dict[str, tf.Tensor]
-                  ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
-    """One replica's step; its loss is the sum over its rows, so the summed
-    replica gradients are those of the official loss on the global batch.
-    Returns ({"loss": loss}, all finite) as `train_loop` expects."""
-    replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
-    with tf.GradientTape() as tape, dropout.seeded(dropout.step_seed(
-        self.seed, self.optimizer.iterations, replica_id)):
-      loss = self.model.training_loss(self.model(batch, training=True),
-                                      batch["task_id"])
-      scaled_loss = optimization.scale_loss(self.optimizer, loss)
-    variables = self.model.trainable_variables
-    grads = optimization.unscale_gradients(self.optimizer,
-                                           tape.gradient(scaled_loss, variables))
-    finite = train_loop.all_finite(loss, grads,
-                                   loss_scaling=self.mixed_precision == "float16")
-    self.optimizer.apply_gradients(zip(grads, variables))
-    return {"loss": loss}, finite
+  def loss(self, batch: Dict[str, tf.Tensor], step: tf.Tensor
+           ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """The shared step's loss_fn: one replica's loss is the sum over its rows,
+    so the summed replica gradients are those of the official loss on the
+    global batch."""
+    del step
+    loss = self.model.training_loss(self.model(batch, training=True), batch["task_id"])
+    return loss, {"loss": loss}
 
   def train(self, data: TrainingData) -> int:
     """Trains to num_train_steps from the restored step; returns the step."""
@@ -321,24 +298,25 @@ class TrialJob:
     if step >= total:
       _log(f"Trial {self.trial} is already trained ({step} steps)")
       return step
-    manager = checkpoints.training_checkpoint_manager(
-        self.checkpoint, self.directory, KEEP_CHECKPOINTS, self.optimizer.iterations)
     iterator = iter(strategy.experimental_distribute_dataset(
         self._train_dataset(data, skip_batches=step)))
-    step_fn = (tf.function(self._train_step, jit_compile=True)
-               if self.jit_compile else self._train_step)
     _log(f"Training for {total} steps ({len(data)} training features, batch "
          f"{config.train_batch_size}, {strategy.num_replicas_in_sync} "
          f"replica(s), {type(strategy).__name__})")
-    return train_loop.train_to_end(
-        train_loop.make_step_loop(strategy, step_fn, ["loss"], self.optimizer.iterations),
-        iterator, self.optimizer, manager,
-        train_loop.Schedule(total_steps=total, log_every=LOG_EVERY,
+    writer = tf.summary.create_file_writer(os.path.join(self.directory, "train"))
+    step = self.trainer.train(
+        self.loss, ["loss"], iterator, self.directory, KEEP_CHECKPOINTS,
+        train_loop.Schedule(total_steps=total, log_every=config.log_every,
                             save_every=config.save_checkpoints_steps,
                             steps_per_loop=config.iterations_per_loop,
                             batch_size=config.train_batch_size),
-        tf.summary.create_file_writer(os.path.join(self.directory, "train")),
-        fault_context=f" of trial {self.trial}")
+        writer, fault_context=f" of trial {self.trial}")
+    self.plot_curves()
+    return step
+
+  def plot_curves(self) -> str:
+    tasks = ",".join(self.config.task_names)
+    return curves.plot_run(self.directory, title=f"fine-tuning {tasks}, trial {self.trial}")
 
   # ----------------------------------------------------------- prediction
   def _predict_step(self, task_name: str):
@@ -364,6 +342,7 @@ class TrialJob:
       for replica in self.strategy.experimental_local_results(predict_step(batch)):
         for key, value in replica.items():
           parts[key].append(value.numpy())
+      stop_points.reached("eval_batch")
     return {key: np.concatenate(values)[:n_rows]
             for key, values in parts.items()}
 
@@ -390,6 +369,11 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
           job.predict(data, config.eval_batch_size), split)
     metrics = outputs.merge_metrics(split_results, task.eval_splits())
     results[task.name] = metrics
+    step = int(job.optimizer.iterations.numpy()) if job.optimizer is not None else 0
+    with tf.summary.create_file_writer(os.path.join(job.directory, "eval")).as_default(
+        step=step):
+      for name, value in metrics.items():
+        tf.summary.scalar(f"{task.name}/{name}", value)
     _log(outputs.results_text([{task.name: metrics}]).strip())
     for directory in _results_dirs(config, trial):
       outputs.write_metrics_json(
@@ -406,31 +390,11 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
           outputs.write_predictions_tsv(
               outputs.predictions_path(directory, task.name, split), result)
         _log(f"Wrote the {task.name} {split} predictions of trial {trial}")
+  job.plot_curves()
   return results
 
 
 # ------------------------------------------------------ checks, the job
-def create_strategy(config: FinetuningConfig, strategy_name: str,
-                    tpu: Optional[str]) -> tf.distribute.Strategy:
-  """The strategy of --strategy / --tpu and the official TPU hparams."""
-  if strategy_name not in STRATEGIES:
-    raise ConfigError(f"--strategy: {strategy_name!r} is not one of "
-                      f"{', '.join(STRATEGIES)} (fine-tuning runs on one host)")
-  for key in ("tpu_zone", "gcp_project", "tpu_job_name"):
-    if getattr(config, key):
-      raise ConfigError(f"hparam {key}: not supported; give the TPU's name or "
-                        "grpc:// address as --tpu or hparam tpu_name")
-  if config.use_tpu:
-    if strategy_name not in ("auto", "tpu"):
-      raise ConfigError(f"hparam use_tpu=true contradicts --strategy={strategy_name}")
-    strategy_name, tpu = "tpu", tpu or config.tpu_name
-  strategy = distribution.create_strategy(strategy_name, tpu)
-  if config.use_tpu and strategy.num_replicas_in_sync != config.num_tpu_cores:
-    raise ConfigError(f"hparam num_tpu_cores: {config.num_tpu_cores}, but the "
-                      f"TPU has {strategy.num_replicas_in_sync} cores (all are used)")
-  return strategy
-
-
 def initial_checkpoint(config: FinetuningConfig, explicit: bool
                        ) -> Optional[str]:
   """The checkpoint prefix the encoder starts from (None: random init).
@@ -446,24 +410,7 @@ def initial_checkpoint(config: FinetuningConfig, explicit: bool
 
 
 def _run_record(config: FinetuningConfig) -> Dict[str, Any]:
-  return json.loads(json.dumps({key: getattr(config, key) for key in RUN_KEYS}))
-
-
-def check_model_dir(config: FinetuningConfig) -> bool:
-  """Refuses a model_dir holding models of other hparams; True if it has a record."""
-  path = os.path.join(config.model_dir, CONFIG_FILE)
-  if not os.path.isfile(path):
-    return False
-  with open(path, encoding="utf-8") as f:
-    recorded = json.load(f)
-  current = _run_record(config)
-  differences = [f"{key}: {recorded.get(key)!r} there, {value!r} now"
-                 for key, value in current.items() if recorded.get(key) != value]
-  if differences:
-    raise ConfigError(f"model_dir {config.model_dir} holds models of other "
-                      f"hparams ({'; '.join(differences)}); use another "
-                      "--model_dir")
-  return True
+  return {key: getattr(config, key) for key in RUN_KEYS}
 
 
 def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
@@ -477,23 +424,23 @@ def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
 
 def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None, explicit_init_checkpoint: bool = True,
-        export_dir: Optional[str] = None, mixed_precision: Optional[str] = None,
-        jit_compile: bool = False) -> List[Dict[str, Dict[str, float]]]:
+        export_dir: Optional[str] = None) -> List[Dict[str, Dict[str, float]]]:
   """The whole job (module docstring); returns the results of every trial.
 
-  `mixed_precision` ("bfloat16" / "float16", float16 with dynamic loss
-  scaling) and `jit_compile` (XLA train step) as in pre-training.
   """
   if not (config.do_train or config.do_eval or export_dir):
     raise ConfigError("hparams do_train and do_eval are both false and there "
                       "is no --export_dir: nothing to do")
-  strategy = create_strategy(config, strategy_name, tpu)
+  if strategy_name == "multi_worker_mirrored":
+    raise ConfigError("--strategy: multi_worker_mirrored is for pre-training; "
+                      "fine-tuning runs on one host")
+  strategy = distribution.create_job_strategy(config, strategy_name, tpu)
   tokenizer = load_tokenizer(config)
   tasks = task_builder.get_tasks(config, tokenizer)
   init_checkpoint = initial_checkpoint(config, explicit_init_checkpoint)
   if export_dir:
     _check_export_dirs(tasks, export_dir)
-  has_record = check_model_dir(config)
+  has_record = train_loop.check_run_record(config.model_dir, RUN_RECORD, _run_record(config))
   if not config.do_train:  # evaluate every trial, or export the last one
     first = 1 if config.do_eval else config.num_trials
     for trial in range(first, config.num_trials + 1):
@@ -523,7 +470,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
 
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(build_discriminator_encoder(
-        config.model_config(), config.effective_embedding_size), init_checkpoint)
+        config.encoder_config(), config.effective_embedding_size), init_checkpoint)
 
   fileio.check_writable(config.model_dir, "model_dir")
   for path in checkpoints.remove_interrupted_writes(config.model_dir):
@@ -539,13 +486,10 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
       if trial != config.num_trials and not config.keep_all_models:
         shutil.rmtree(trial_dir(config, trial), ignore_errors=True)
       continue
-    job = TrialJob(config, tasks, strategy, trial, num_train_steps,
-                   mixed_precision=mixed_precision, jit_compile=jit_compile)
+    job = TrialJob(config, tasks, strategy, trial, num_train_steps)
     job.initialize(init_checkpoint)
     if not has_record:
-      os.makedirs(config.model_dir, exist_ok=True)
-      fileio.atomic_write_text(os.path.join(config.model_dir, CONFIG_FILE),
-                               json.dumps(_run_record(config), indent=2) + "\n")
+      train_loop.write_run_record(config.model_dir, RUN_RECORD, _run_record(config))
       has_record = True
     if config.do_train and not done:
       _log(f"== Start training: {heading} ==")

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from electra_tf import config as config_lib
 from electra_tf import fileio
+from electra_tf.pretrain.config import PretrainingConfig
 
 DEMO_DIR = "electra_demo"
 DEMO_VOCAB_SIZE = 8000
@@ -54,22 +55,22 @@ def corpus_documents() -> List[str]:
 
 def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
             model_name: Optional[str] = None, data_dir: str = DEMO_DIR,
-            ) -> config_lib.PretrainingConfig:
+            ) -> PretrainingConfig:
   """Builds the demo corpus, vocab and TFRecords (once) and returns the config."""
-  from data_prep import build_tfrecords  # pylint: disable=g-import-not-at-top
-  from data_prep import build_vocab  # pylint: disable=g-import-not-at-top
-
   user = config_lib.parse_hparams(hparams_text)
   hparams = dict(DEMO_HPARAMS)
   hparams.update(user)
   flags = {k: v for k, v in overrides.items() if v is not None}
 
-  def config(vocab_size: int) -> config_lib.PretrainingConfig:
-    return config_lib.PretrainingConfig.create(
+  def config(vocab_size: int) -> PretrainingConfig:
+    return PretrainingConfig.create(
         {"vocab_size": vocab_size, **hparams, **flags}, data_dir=data_dir,
         model_name=model_name or "electra_demo")
 
   config(DEMO_VOCAB_SIZE)  # bad hparams or flags stop here, before data_dir is written
+  # TensorFlow-heavy, so imported once the hparams are known to be valid.
+  from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   os.makedirs(data_dir, exist_ok=True)
   corpus_file = os.path.join(data_dir, "corpus", "pydoc_topics.txt")
   if not os.path.exists(corpus_file):
@@ -78,8 +79,8 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   vocab_file = os.path.join(data_dir, "vocab.txt")
   if not os.path.exists(vocab_file):
     print(f"Learning a {DEMO_VOCAB_SIZE}-entry WordPiece vocab from {corpus_file}", flush=True)
-    vocab = build_vocab.build_vocab(corpus_documents(), vocab_size=DEMO_VOCAB_SIZE,
-                                    do_lower_case=True)
+    vocab = vocab_lib.build_vocab(corpus_documents(), vocab_size=DEMO_VOCAB_SIZE,
+                                  do_lower_case=True)
     fileio.atomic_write_text(vocab_file, "".join(token + "\n" for token in vocab))
   with open(vocab_file, encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
@@ -87,7 +88,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   records_dir = os.path.join(data_dir, "pretrain_tfrecords")
   marker = os.path.join(records_dir, f".complete-seq{max_seq_length}")
   if not os.path.exists(marker):
-    build_tfrecords.build_tfrecords(
+    tfrecords.build_tfrecords(
         os.path.dirname(corpus_file), vocab_file, records_dir,
         max_seq_length=max_seq_length, num_out_files=4, num_processes=1,
         do_lower_case=True, blanks_separate_docs=True, seed=0)
@@ -95,5 +96,5 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   return config(vocab_size)
 
 
-def export_dir(config: config_lib.PretrainingConfig) -> str:
+def export_dir(config: PretrainingConfig) -> str:
   return os.path.join(config.model_dir, "export")

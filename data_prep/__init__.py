@@ -1,1 +1,0 @@
-"""Data preparation: TFRecord and vocab builders, masking inspection."""

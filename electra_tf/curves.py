@@ -1,0 +1,119 @@
+"""Training curves: the scalars a job logged, read back and drawn.
+
+Both jobs write TensorBoard scalars: the training losses and the learning
+rate every `log_every` steps under `<run dir>/train`, each evaluation's
+metrics under `<run dir>/eval` (step = the evaluated checkpoint's step).
+`read_scalars` reads them back (a resumed run appends to the event files,
+so a step logged twice keeps its last value), and `plot_curves` draws
+`<run dir>/results/curves.png`: one panel per training scalar against the
+step, and the evaluations' metrics as points, beside TensorBoard for those
+who would rather look at a file.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Dict, Mapping, Optional, Sequence
+
+from electra_tf import fileio
+
+Scalars = Dict[str, Dict[int, float]]  # tag -> step -> value
+
+# Drawn together, in this order, when present.
+_PANELS = (
+    ("training loss", ("loss",)),
+    ("generator (masked LM) loss", ("mlm_loss",)),
+    ("discriminator loss", ("disc_loss",)),
+    ("learning rate", ("lr",)),
+)
+_EVAL_PANELS = (
+    ("eval: generator", ("masked_lm_accuracy", "sampled_masked_lm_accuracy")),
+    ("eval: discriminator", ("disc_auc_real_tokens", "disc_accuracy",
+                             "disc_precision", "disc_recall")),
+)
+
+
+def read_scalars(log_dir: str) -> Scalars:
+  """Every scalar of the TensorBoard event files directly in `log_dir`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  scalars: Scalars = {}
+  for path in sorted(glob.glob(os.path.join(log_dir, "events.out.tfevents.*"))):
+    try:
+      for event in tf.compat.v1.train.summary_iterator(path):
+        for value in event.summary.value:
+          scalars.setdefault(value.tag, {})[int(event.step)] = float(
+              tf.make_ndarray(value.tensor))
+    except tf.errors.DataLossError:  # the unflushed tail of a killed writer
+      continue
+  return scalars
+
+
+def window_means(values: Mapping[int, float], windows: Sequence[range]
+                 ) -> Dict[str, Optional[float]]:
+  """Mean of the values at the steps of each window, by "first-last" name;
+  None for a window without values."""
+  means = {}
+  for window in windows:
+    inside = [values[step] for step in window if step in values]
+    means[f"{window.start}-{window.stop - 1}"] = (
+        sum(inside) / len(inside) if inside else None)
+  return means
+
+
+def plot_curves(path: str, train: Scalars, evaluation: Scalars,
+                title: str = "") -> str:
+  """Draws the training scalars and the evaluation metrics into a PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+
+  panels = [(name, [(tag, train[tag]) for tag in tags if train.get(tag)], False)
+            for name, tags in _PANELS]
+  shown = {tag for _, tags in _PANELS for tag in tags}
+  panels += [(tag, [(tag, values)], False) for tag, values in sorted(train.items())
+             if tag not in shown and values]
+  panels += [(name, [(tag, evaluation[tag]) for tag in tags if evaluation.get(tag)], True)
+             for name, tags in _EVAL_PANELS]
+  # Other evaluation scalars (fine-tuning's "<task>/<metric>"): a panel per
+  # prefix.
+  grouped: Dict[str, list] = {}
+  shown = {tag for _, tags in _EVAL_PANELS for tag in tags}
+  for tag, values in sorted(evaluation.items()):
+    if tag not in shown and values:
+      grouped.setdefault("eval: " + tag.split("/")[0], []).append((tag, values))
+  panels += [(name, series, True) for name, series in grouped.items()]
+  panels = [panel for panel in panels if panel[1]]
+  columns = 3
+  rows = max(1, -(-len(panels) // columns))
+  figure, axes = pyplot.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows),
+                                 squeeze=False)
+  for axis, (name, series, points) in zip(axes.flat, panels):
+    for tag, values in series:
+      steps = sorted(values)
+      axis.plot(steps, [values[s] for s in steps], "o-" if points else "-",
+                label=tag, markersize=4, linewidth=1.2)
+    axis.set_title(name, fontsize=10)
+    axis.set_xlabel("step", fontsize=8)
+    axis.grid(alpha=0.3)
+    if len(series) > 1 or points:
+      axis.legend(fontsize=7)
+  for axis in list(axes.flat)[len(panels):]:
+    axis.axis("off")
+  if title:
+    figure.suptitle(title, fontsize=11)
+  figure.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  temporary = fileio.temporary_path(path)
+  figure.savefig(temporary, dpi=90, format="png")
+  pyplot.close(figure)
+  os.replace(temporary, path)
+  return path
+
+
+def plot_run(run_dir: str, title: str = "") -> str:
+  """`plot_curves` of a run directory's train/ and eval/ scalars into
+  run_dir/results/curves.png; returns the path."""
+  return plot_curves(os.path.join(run_dir, "results", "curves.png"),
+                     read_scalars(os.path.join(run_dir, "train")),
+                     read_scalars(os.path.join(run_dir, "eval")), title)

@@ -1,0 +1,184 @@
+"""The single source of every pre-training hyperparameter.
+
+`PretrainingConfig` carries the official `configure_pretraining.PretrainingConfig`
+names and defaults, so an official `--hparams` JSON loads unchanged.  It is
+built once at an entry point (`PretrainingConfig.create` / `from_flags`) and
+passed down as a value.  The discriminator's `ModelConfig` is the base's
+`encoder_config()`; the generator's is derived from it as the official
+`run_pretraining.get_generator_config` does.
+
+Resolution order (as official; the machinery is `config.JobConfig`'s):
+  1. defaults below;
+  2. the user's hparams (and flags of the same name);
+  3. `debug` overrides (batch 8, 20 steps, ...);
+  4. model-size defaults (small: embedding_size 128; base/large: the paper's
+     Table 6 settings, see `paper_hparams`);
+  5. the user's values again, so that they win over 3 and 4;
+  6. derived `max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`
+     (not settable, as official) and the paths under data_dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, ClassVar, Dict, Tuple
+
+from electra_tf.config import ConfigError, JobConfig, ModelConfig
+
+# The paper's Table 6 pre-training settings for base and large.  The official
+# configure_pretraining.py carries them as a commented-out block; here they
+# apply when model_size is base/large and `paper_hparams` is true (default).
+# mask_prob and max_seq_length change max_predictions_per_seq, which is
+# therefore derived after this block (the commented official block derives it
+# before, which would leave it at the 128-token value).
+_PAPER_SETTINGS = {
+    "base": {"max_seq_length": 512, "learning_rate": 2e-4,
+             "embedding_size": 768, "generator_hidden_size": 0.33333,
+             "train_batch_size": 256, "num_train_steps": 766000},
+    "large": {"max_seq_length": 512, "learning_rate": 2e-4,
+              "embedding_size": 1024, "mask_prob": 0.25,
+              "train_batch_size": 2048, "num_train_steps": 400000},
+}
+
+_DEBUG_SETTINGS = {"train_batch_size": 8, "num_train_steps": 20,
+                   "eval_batch_size": 4, "iterations_per_loop": 1,
+                   "num_eval_steps": 2}
+
+
+@dataclasses.dataclass
+class PretrainingConfig(JobConfig):
+  """Pre-training hyperparameters under their official names and defaults."""
+  do_eval: bool = False
+
+  # loss functions
+  electra_objective: bool = True  # False: plain masked LM (BERT, no NSP)
+  electric_objective: bool = False  # Electric (cloze); not supported here
+  gen_weight: float = 1.0
+  disc_weight: float = 50.0
+  mask_prob: float = 0.15
+
+  # optimization
+  learning_rate: float = 5e-4
+  lr_decay_power: float = 1.0
+  num_warmup_steps: int = 10000
+
+  # training settings
+  iterations_per_loop: int = 200
+  save_checkpoints_steps: int = 1000
+  num_train_steps: int = 1000000
+  num_eval_steps: int = 100
+  keep_checkpoint_max: int = 5
+
+  # generator settings
+  uniform_generator: bool = False
+  two_tower_generator: bool = False  # Electric only; not supported here
+  untied_generator_embeddings: bool = False
+  untied_generator: bool = True
+  generator_layers: float = 1.0
+  generator_hidden_size: float = 0.25
+  disallow_correct: bool = False
+  temperature: float = 1.0
+
+  # batch sizes
+  train_batch_size: int = 128
+  eval_batch_size: int = 128
+
+  # locations (official conventions under data_dir)
+  pretrain_tfrecords: str = ""
+
+  # electra-tf additions
+  paper_hparams: bool = True  # base/large take the paper's Table 6 settings
+  eval_tfrecords: str = ""  # held-out TFRecords for --do_eval (default: pretrain_tfrecords)
+
+  # derived (not settable)
+  max_predictions_per_seq: int = dataclasses.field(default=0, init=False)
+
+  POSITIVE: ClassVar[Tuple[str, ...]] = JobConfig.POSITIVE + (
+      "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
+      "keep_checkpoint_max", "num_eval_steps", "iterations_per_loop")
+
+  # ---------------------------------------------------------------- creation
+  def _apply_job_defaults(self) -> None:
+    if self.debug:
+      self.update(_DEBUG_SETTINGS)
+    if self.model_size == "small":
+      self.embedding_size = 128
+    elif self.paper_hparams and self.model_size in _PAPER_SETTINGS:
+      self.update(_PAPER_SETTINGS[self.model_size])
+
+  def _derive(self) -> None:
+    # Derived last so that it sees the final mask_prob / max_seq_length; on the
+    # official code paths (small, debug) this equals the official value.
+    self.max_predictions_per_seq = int((self.mask_prob + 0.005) * self.max_seq_length)
+    if not self.pretrain_tfrecords and self.data_dir:
+      self.pretrain_tfrecords = os.path.join(
+          self.data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")
+    if not self.vocab_file and self.data_dir:
+      self.vocab_file = os.path.join(self.data_dir, "vocab.txt")
+    if not self.model_dir:
+      self.model_dir = os.path.join(self.data_dir or ".", "models", self.model_name)
+    results_dir = os.path.join(self.model_dir, "results")
+    if not self.results_txt:
+      self.results_txt = os.path.join(results_dir, "unsup_results.txt")
+    if not self.results_pkl:
+      self.results_pkl = os.path.join(results_dir, "unsup_results.pkl")
+
+  @property
+  def eval_files(self) -> str:
+    """The TFRecords evaluation reads: eval_tfrecords, else (as official) the
+    training ones."""
+    return self.eval_tfrecords or self.pretrain_tfrecords
+
+  @property
+  def results_json(self) -> str:
+    return os.path.splitext(self.results_txt)[0] + ".json"
+
+  def validate(self) -> None:
+    super().validate()
+    if not 0.0 < self.mask_prob < 1.0:
+      raise ConfigError(f"hparam mask_prob: {self.mask_prob} is outside (0, 1)")
+    if self.electric_objective or self.two_tower_generator:
+      raise ConfigError("hparams electric_objective / two_tower_generator: the "
+                        "Electric objective is not implemented in electra-tf")
+    if self.temperature <= 0:
+      raise ConfigError(f"hparam temperature: {self.temperature} must be > 0")
+    if self.num_warmup_steps < 0:
+      raise ConfigError(f"hparam num_warmup_steps: {self.num_warmup_steps} must be >= 0")
+    if self.max_predictions_per_seq < 1:
+      raise ConfigError(
+          f"max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length) = "
+          f"{self.max_predictions_per_seq}; raise mask_prob or max_seq_length")
+    if self.electra_objective and self.untied_generator:
+      gen = self.generator_config()
+      if gen.hidden_size < 1 or gen.num_hidden_layers < 1:
+        raise ConfigError(
+            "hparams generator_hidden_size / generator_layers give an empty "
+            f"generator (hidden {gen.hidden_size}, layers {gen.num_hidden_layers})")
+    if not self.untied_generator and self.untied_generator_embeddings:
+      raise ConfigError("hparam untied_generator_embeddings=true needs "
+                        "untied_generator=true (a tied generator is the discriminator)")
+    if self.uniform_generator and not self.electra_objective:
+      raise ConfigError("hparams uniform_generator=true with electra_objective=false "
+                        "leave nothing to train")
+
+  # ------------------------------------------------------- derived configs
+  def generator_config(self) -> ModelConfig:
+    """Official get_generator_config: a fraction of the discriminator."""
+    disc = self.encoder_config()
+    hidden = int(round(disc.hidden_size * self.generator_hidden_size))
+    return dataclasses.replace(
+        disc, hidden_size=hidden,
+        num_hidden_layers=int(round(disc.num_hidden_layers * self.generator_layers)),
+        intermediate_size=4 * hidden, num_attention_heads=max(1, hidden // 64))
+
+  def architecture(self) -> Dict[str, Any]:
+    """What a model_dir's checkpoints depend on (recorded in electra_config.json)."""
+    record = {key: getattr(self, key) for key in ARCHITECTURE_KEYS}
+    record["discriminator"] = self.encoder_config().to_dict()
+    return record
+
+
+ARCHITECTURE_KEYS = ("model_size", "vocab_size", "embedding_size", "electra_objective",
+                     "untied_generator", "untied_generator_embeddings",
+                     "uniform_generator", "generator_hidden_size", "generator_layers")

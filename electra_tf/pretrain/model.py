@@ -1,0 +1,30 @@
+"""The pre-training model a `PretrainingConfig` describes."""
+
+from __future__ import annotations
+
+from electra_tf.modeling.pretrainer import ElectraPretrainer, Objective
+from electra_tf.pretrain.config import PretrainingConfig
+
+
+def objective(config: PretrainingConfig) -> Objective:
+  return Objective(electra_objective=config.electra_objective,
+                   gen_weight=config.gen_weight, disc_weight=config.disc_weight,
+                   temperature=config.temperature,
+                   disallow_correct=config.disallow_correct)
+
+
+def build_model(config: PretrainingConfig) -> ElectraPretrainer:
+  """The generator and discriminator of `config`, with every variable built
+  under its official name (construct it eagerly, outside name scopes).
+
+  As official: a separate generator (scope `generator`) when electra_objective
+  and untied_generator, none for uniform_generator, else the discriminator
+  itself generates (a tied generator, or the masked LM of a BERT run).
+  """
+  separate = (config.electra_objective and config.untied_generator
+              and not config.uniform_generator)
+  return ElectraPretrainer(
+      config.encoder_config(), config.effective_embedding_size,
+      generator_config=config.generator_config() if separate else None,
+      objective=objective(config), uniform_generator=config.uniform_generator,
+      untied_generator_embeddings=config.untied_generator_embeddings)

@@ -1,0 +1,67 @@
+"""The one `main` contract of every command, and the stop points kill tests use."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+
+from electra_tf import stop_points
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+COMMAND = textwrap.dedent("""
+    from absl import flags
+    from electra_tf import cli
+    flags.DEFINE_integer("n", 1, "A number.")
+    def main():
+      if flags.FLAGS.n < 0:
+        raise ValueError(f"--n: {flags.FLAGS.n} must be >= 0")
+      print("n is", flags.FLAGS.n)
+      return 3 if flags.FLAGS.n == 3 else None
+    cli.run(main, "prog")
+""")
+
+
+def _command(*argv, env=None):
+  return subprocess.run([sys.executable, "-c", COMMAND, *argv], cwd=REPO, text=True,
+                        capture_output=True, timeout=120, env=env)
+
+
+def test_main_contract_exit_status_and_one_line_errors():
+  ok = _command("--n=2")
+  assert ok.returncode == 0 and ok.stdout == "n is 2\n" and ok.stderr == ""
+  assert _command("--n=3").returncode == 3  # main's return value is the status
+  for argv, message in [(("--n=-1",), "--n: -1 must be >= 0"),
+                        (("--n=x",), "flag --n=x: invalid literal for int() with base 10: 'x'"),
+                        (("--m=1",), "Unknown command line flag 'm'"),
+                        (("--n=1", "extra"),
+                         "unexpected argument(s): extra (every option is a --flag)")]:
+    failed = _command(*argv)
+    assert failed.returncode == 2, failed.stderr
+    assert failed.stderr.strip().splitlines() == [f"prog: error: {message}"]
+  traced = _command("--n=-1", env=dict(os.environ, ELECTRA_TF_TRACEBACK="1"))
+  assert "Traceback" in traced.stderr and traced.returncode == 1
+
+
+def test_a_process_freezes_at_its_stop_point_and_only_there():
+  script = ("from electra_tf import stop_points\n"
+            "for _ in range(3):\n  stop_points.reached('eval_batch')\n"
+            "  print('after', flush=True)\n")
+  env = dict(os.environ, **stop_points.environment("eval_batch", 2))
+  process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env,
+                             stdout=subprocess.PIPE, text=True)
+  try:
+    assert stop_points.wait_until_stopped(process)
+    assert stop_points.is_stopped(process.pid)
+    process.send_signal(signal.SIGCONT)
+    assert process.communicate(timeout=120)[0] == "after\n" * 3
+  finally:
+    process.kill()
+  # Not asked to stop (or at another point): runs through.
+  other = subprocess.Popen([sys.executable, "-c", script], cwd=REPO,
+                           env=dict(os.environ, **stop_points.environment("export_written")),
+                           stdout=subprocess.PIPE, text=True)
+  assert not stop_points.wait_until_stopped(other)
+  assert other.communicate(timeout=120)[0] == "after\n" * 3

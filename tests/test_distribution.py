@@ -1,0 +1,30 @@
+"""Strategies from flags and the official TPU hparams, for both jobs."""
+
+import pytest
+
+from electra_tf import distribution
+from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.pretrain.config import PretrainingConfig
+
+CONFIGS = [lambda h: FinetuningConfig.create(h, task_names=["rte"], data_dir="/nonexistent"),
+           lambda h: PretrainingConfig.create(h, data_dir="/nonexistent")]
+
+
+@pytest.mark.parametrize("make_config", CONFIGS, ids=["finetuning", "pretraining"])
+@pytest.mark.parametrize("hparams, strategy, message", [
+    ({"tpu_zone": "us-central1-a"}, "auto", "hparam tpu_zone: not supported"),
+    ({"gcp_project": "p"}, "auto", "hparam gcp_project: not supported"),
+    ({"use_tpu": True}, "one_device", "use_tpu=true contradicts --strategy=one_device"),
+    ({"use_tpu": True}, "auto", "--strategy=tpu needs --tpu"),
+])
+def test_tpu_hparams_map_onto_the_strategy_or_fail_clearly(make_config, hparams, strategy,
+                                                           message):
+  with pytest.raises(ValueError, match=message):
+    distribution.create_job_strategy(make_config(hparams), strategy, None)
+
+
+def test_without_tpu_hparams_the_flag_decides():
+  strategy = distribution.create_job_strategy(CONFIGS[1]({}), "one_device", None)
+  assert strategy.num_replicas_in_sync == 1
+  with pytest.raises(ValueError, match="--strategy: 'gpu' is not one of"):
+    distribution.create_strategy("gpu")

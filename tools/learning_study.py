@@ -1,0 +1,344 @@
+"""Does pre-training learn?  ELECTRA against a masked LM at equal FLOPs and
+against no pre-training, on a CPU.
+
+    python tools/learning_study.py --work_dir=study                  # defaults
+    python tools/learning_study.py --work_dir=study --steps=4000 \\
+        --eval_at=250,500,1000,2000,4000 --finetune_at=1000,4000 \\
+        --tasks=chunk,sst --train_examples=2000 --seeds=1,2,3
+
+Stages (rerun the same command to resume; finished work is kept):
+  1. data: the pre-training corpus (--corpus_dir, default ../shared/data/corpus)
+     minus one held-out file (--heldout_file), a WordPiece vocab of
+     --vocab_size learned from the rest, TFRecords of both (seq 128);
+  2. pre-training: ELECTRA (the --hparams model) for --steps steps, and a
+     masked LM of the same discriminator (electra_objective false) for the
+     steps that spend the same pre-training FLOPs (official FLOPs count,
+     electra_tf/flops.py); both are evaluated on the held-out records at the
+     --eval_at steps of ELECTRA (and the FLOPs-equal steps of the masked LM);
+  3. fine-tuning: each --tasks task on its first --train_examples training
+     examples (the whole dev set), from the ELECTRA and masked-LM checkpoints
+     at --finetune_at and from random initialisation, one run per --seeds seed;
+  4. work_dir/results.json, and the figures work_dir/pretraining.png (eval
+     metrics against steps and against FLOPs) and work_dir/downstream.png
+     (dev metric, mean and standard deviation over seeds).
+
+The same learning rate, warm-up, batch and sequence length serve both
+objectives; only the objective (and so the steps a FLOPs budget buys) differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import flags  # noqa: E402
+
+from electra_tf import cli  # noqa: E402
+from electra_tf import fileio  # noqa: E402
+from electra_tf.pretrain.config import PretrainingConfig  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "data"
+# The study's model: the official trajectory fixture's shape (ELECTRA-Small
+# narrowed to hidden 128, 4 layers), which learns within a few hundred steps.
+MODEL = {"model_size": "small", "embedding_size": 64,
+         "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4,
+                                    "num_attention_heads": 2, "intermediate_size": 512},
+         "generator_hidden_size": 0.25, "max_seq_length": 128, "train_batch_size": 32,
+         "eval_batch_size": 32, "learning_rate": 2e-4, "num_warmup_steps": 100,
+         "num_eval_steps": 40, "log_every": 50, "iterations_per_loop": 50}
+TASK_METRIC = {"chunk": "f1", "sst": "accuracy", "cola": "mcc", "rte": "accuracy",
+               "mrpc": "f1", "sts": "pearson", "qnli": "accuracy"}
+EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy",
+             "disc_accuracy", "disc_auc_real_tokens", "disc_precision", "disc_recall",
+             "disc_loss")
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
+flags.DEFINE_string("corpus_dir", str(SHARED / "corpus"), "Pre-training text.")
+flags.DEFINE_string("heldout_file", "gutenberg/jnglb10.txt",
+                    "File under --corpus_dir kept out of training, for evaluation.")
+flags.DEFINE_integer("vocab_size", 8000, "Size of the WordPiece vocab learned.")
+flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
+                    "Folder with <task>/ fine-tuning data.")
+flags.DEFINE_string("hparams", None, "Pre-training hparams over the study's model (JSON).")
+flags.DEFINE_integer("steps", 2000, "ELECTRA pre-training steps.")
+flags.DEFINE_list("eval_at", ["100", "250", "500", "1000", "2000"],
+                  "ELECTRA steps at which both models are evaluated.")
+flags.DEFINE_list("finetune_at", ["500", "2000"], "ELECTRA steps fine-tuned from.")
+flags.DEFINE_list("tasks", ["chunk", "sst"], "Fine-tuning tasks.")
+flags.DEFINE_integer("train_examples", 2000, "Training examples per task.")
+flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds.")
+flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_epochs": 3.0}',
+                    "Fine-tuning hparams (JSON) over the model's.")
+flags.DEFINE_boolean("plots_only", False, "Redraw the figures from results.json.")
+flags.mark_flag_as_required("work_dir")
+
+
+def log(message: str) -> None:
+  print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ------------------------------------------------------------------ data
+def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
+  """Vocab and TFRecords of the training corpus and of the held-out file."""
+  from electra_tf.pretrain import corpus as corpus_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  data = work_dir / "data"
+  heldout = os.path.join(FLAGS.corpus_dir, FLAGS.heldout_file)
+  files = corpus_lib.list_corpus_files(FLAGS.corpus_dir)
+  if heldout not in files:
+    raise ValueError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
+  train_files = [f for f in files if f != heldout]
+  vocab_file = data / "vocab.txt"
+  if not vocab_file.exists():
+    log(f"learning a {FLAGS.vocab_size}-piece vocab from {len(train_files)} files")
+    vocab = vocab_lib.build_vocab(vocab_lib.read_corpus_texts(train_files, "--corpus_dir"),
+                                  FLAGS.vocab_size)
+    data.mkdir(parents=True, exist_ok=True)
+    fileio.atomic_write_text(str(vocab_file), "".join(t + "\n" for t in vocab))
+  for name, corpus, num_files in (("train", train_files, 8), ("heldout", [heldout], 1)):
+    out = data / f"{name}_tfrecords"
+    if not (out / ".complete").exists():
+      log(f"building the {name} TFRecords")
+      tfrecords.build_tfrecords(corpus, str(vocab_file), str(out), max_seq_length=128,
+                                num_out_files=num_files, seed=1)
+      fileio.atomic_write_text(str(out / ".complete"), "")
+  return {"vocab_file": str(vocab_file),
+          "train": str(data / "train_tfrecords" / "pretrain_data.tfrecord*"),
+          "heldout": str(data / "heldout_tfrecords" / "pretrain_data.tfrecord*")}
+
+
+# ----------------------------------------------------------- pre-training
+def pretraining_config(objective: str, steps: int, data: Dict[str, str],
+                       model_dir: pathlib.Path) -> PretrainingConfig:
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  with open(data["vocab_file"], encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  hparams = dict(MODEL, **config_lib.parse_hparams(FLAGS.hparams))
+  hparams.update(vocab_size=vocab_size, num_train_steps=steps,
+                 electra_objective=objective == "electra", save_checkpoints_steps=steps,
+                 keep_checkpoint_max=1000, pretrain_tfrecords=data["train"],
+                 eval_tfrecords=data["heldout"], vocab_file=data["vocab_file"],
+                 model_dir=str(model_dir), do_eval=True)
+  return PretrainingConfig.create(hparams)
+
+
+def flops_per_step(config: PretrainingConfig) -> float:
+  from electra_tf import flops  # pylint: disable=g-import-not-at-top
+  return flops.flops_per_seq(config) * config.train_batch_size
+
+
+def pretrain(config: PretrainingConfig, eval_steps: List[int], results: Dict,
+             save) -> None:
+  """Trains in stages that end at `eval_steps`, evaluating each (resumable)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import job as job_lib  # pylint: disable=g-import-not-at-top
+  name = "electra" if config.electra_objective else "mlm"
+  record = results.setdefault("pretraining", {}).setdefault(name, {
+      "flops_per_step": flops_per_step(config), "evals": {}, "seconds": 0.0})
+  todo = [step for step in eval_steps if str(step) not in record["evals"]]
+  if not todo:
+    return
+  train_loop.check_run_record(config.model_dir, job_lib.RUN_RECORD, config.architecture())
+  train_loop.write_run_record(config.model_dir, job_lib.RUN_RECORD, config.architecture())
+  job = job_lib.PretrainingJob(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+  for step in todo:
+    start = time.time()
+    job.train(until_step=step)
+    metrics = job.evaluate()
+    record["seconds"] += time.time() - start
+    record["evals"][str(step)] = {key: float(metrics[key]) for key in EVAL_KEYS
+                                  if key in metrics}
+    log(f"{name} step {step}: " + ", ".join(
+        f"{k} {v:.4f}" for k, v in record["evals"][str(step)].items()))
+    save()
+
+
+# ------------------------------------------------------------ fine-tuning
+def finetuning_data(work_dir: pathlib.Path) -> pathlib.Path:
+  """Each task's first --train_examples training examples and its dev set."""
+  root = work_dir / "finetuning" / "data"
+  for task in FLAGS.tasks:
+    source = pathlib.Path(FLAGS.finetuning_data_dir) / task
+    target = root / "finetuning_data" / task
+    if (target / ".complete").exists():
+      continue
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+      if path.name.startswith("train"):
+        fileio.atomic_write_text(str(target / path.name), _head(path, task))
+      else:
+        shutil.copyfile(path, target / path.name)
+    fileio.atomic_write_text(str(target / ".complete"), "")
+  return root
+
+
+def _head(path: pathlib.Path, task: str) -> str:
+  """The first --train_examples examples of a training file (a header stays)."""
+  text = path.read_text(encoding="utf-8")
+  if task == "chunk":  # sentences end at a blank line
+    sentences = text.strip("\n").split("\n\n")
+    return "\n\n".join(sentences[:FLAGS.train_examples]) + "\n\n"
+  lines = text.splitlines(keepends=True)
+  header = 0 if task == "cola" else 1
+  return "".join(lines[:header + FLAGS.train_examples])
+
+
+def finetune(work_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
+             init: str, checkpoint: Optional[str], task: str, seed: int,
+             vocab_size: int) -> Dict[str, float]:
+  """One fine-tuning run (run_finetuning.py; resumes); its dev metrics."""
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  model_dir = work_dir / "finetuning" / "runs" / f"{task}_{init}_seed{seed}"
+  metrics_file = model_dir / "results" / f"{task}_dev_metrics.json"
+  if not metrics_file.exists():
+    hparams = {key: MODEL[key] for key in ("model_size", "embedding_size",
+                                           "model_hparam_overrides")}
+    hparams.update(vocab_size=vocab_size, max_seq_length=128, seed=seed,
+                   use_tfrecords_if_existing=False,
+                   **config_lib.parse_hparams(FLAGS.finetuning_hparams))
+    command = [sys.executable, str(REPO / "run_finetuning.py"), f"--data_dir={data_root}",
+               f"--task_names={task}", f"--model_dir={model_dir}",
+               f"--vocab_file={vocab_file}", "--hparams=" + json.dumps(hparams),
+               f"--init_checkpoint={checkpoint or 'none'}", "--strategy=one_device"]
+    run = subprocess.run(command, capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if run.returncode:
+      raise RuntimeError(f"fine-tuning {model_dir.name} failed: "
+                         f"{run.stderr.strip().splitlines()[-1:]}")
+  return json.loads(metrics_file.read_text())
+
+
+# ----------------------------------------------------------------- figures
+def plot(results: Dict, work_dir: pathlib.Path) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  runs = results.get("pretraining", {})
+  panels = [("generator / masked LM accuracy", ["masked_lm_accuracy"]),
+            ("discriminator", ["disc_auc_real_tokens", "disc_accuracy"]),
+            ("discriminator: replaced tokens", ["disc_precision", "disc_recall"])]
+  figure, axes = pyplot.subplots(2, 3, figsize=(15, 7.5))
+  for row, against_flops in enumerate((False, True)):
+    for axis, (title, keys) in zip(axes[row], panels):
+      for name, run in runs.items():
+        steps = sorted(int(s) for s in run["evals"])
+        xs = [s * run["flops_per_step"] if against_flops else s for s in steps]
+        for key in keys:
+          ys = [run["evals"][str(s)].get(key) for s in steps]
+          if any(y is not None for y in ys):
+            axis.plot(xs, ys, "o-", markersize=4, label=f"{name}: {key}")
+      if against_flops:
+        axis.set_xscale("log")
+        axis.set_xlabel("pre-training FLOPs")
+      else:
+        axis.set_xlabel("step")
+      axis.set_title(title, fontsize=10)
+      axis.grid(alpha=0.3)
+      axis.legend(fontsize=7)
+  figure.suptitle("Pre-training, evaluated on held-out text (ELECTRA vs masked LM)")
+  figure.tight_layout()
+  figure.savefig(work_dir / "pretraining.png", dpi=80)
+  pyplot.close(figure)
+
+  downstream = results.get("finetuning", {})
+  if not downstream:
+    return
+  tasks = sorted(downstream)
+  figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
+  for axis, task in zip(axes[0], tasks):
+    labels, means, stds = [], [], []
+    for init, summary in downstream[task].items():
+      labels.append(init.replace("_", "\n"))
+      means.append(summary["mean"])
+      stds.append(summary["std"])
+    axis.bar(range(len(labels)), means, yerr=stds, capsize=4,
+             color=["#999999" if "random" in l else "#3b75af" if "electra" in l else "#e07b39"
+                    for l in labels])
+    axis.set_xticks(range(len(labels)))
+    axis.set_xticklabels(labels, fontsize=8)
+    axis.set_title(f"{task}: dev {TASK_METRIC.get(task, '')} (mean ± std, "
+                   f"{len(FLAGS.seeds)} seeds)", fontsize=10)
+    axis.grid(axis="y", alpha=0.3)
+    low = min(m - s for m, s in zip(means, stds))
+    axis.set_ylim(max(0.0, low - 5), max(m + s for m, s in zip(means, stds)) + 2)
+  figure.tight_layout()
+  figure.savefig(work_dir / "downstream.png", dpi=80)
+  pyplot.close(figure)
+
+
+# -------------------------------------------------------------------- main
+def main() -> int:
+  work_dir = pathlib.Path(FLAGS.work_dir).resolve()
+  work_dir.mkdir(parents=True, exist_ok=True)
+  results_path = work_dir / "results.json"
+  results = json.loads(results_path.read_text()) if results_path.exists() else {}
+
+  def save() -> None:
+    fileio.atomic_write_text(str(results_path), json.dumps(results, indent=1, sort_keys=True))
+    plot(results, work_dir)
+
+  if FLAGS.plots_only:
+    plot(results, work_dir)
+    return 0
+  eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at} | {FLAGS.steps})
+  if eval_at[-1] > FLAGS.steps:
+    raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
+  data = prepare_data(work_dir)
+  electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
+  # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
+  ratio = flops_per_step(electra) / flops_per_step(pretraining_config("mlm", 1, data, work_dir))
+  mlm_steps = {step: int(round(step * ratio)) for step in eval_at}
+  mlm = pretraining_config("mlm", mlm_steps[FLAGS.steps], data,
+                           work_dir / "pretraining" / "mlm")
+  results["settings"] = {"model": MODEL, "steps": FLAGS.steps, "mlm_steps": mlm_steps,
+                         "flops_ratio": ratio, "vocab_size": electra.vocab_size,
+                         "tasks": FLAGS.tasks, "train_examples": FLAGS.train_examples,
+                         "seeds": FLAGS.seeds, "finetuning_hparams": FLAGS.finetuning_hparams}
+  pretrain(electra, eval_at, results, save)
+  pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
+
+  data_root = finetuning_data(work_dir)
+  inits = {"random_init": None}
+  for step in sorted(int(s) for s in FLAGS.finetune_at):
+    inits[f"electra_{step}"] = str(work_dir / "pretraining" / "electra" / f"ckpt-{step}")
+    inits[f"mlm_{mlm_steps[step]}"] = str(
+        work_dir / "pretraining" / "mlm" / f"ckpt-{mlm_steps[step]}")
+  for task in FLAGS.tasks:
+    metric = TASK_METRIC[task]
+    for init, checkpoint in inits.items():
+      summary = results.setdefault("finetuning", {}).setdefault(task, {}).setdefault(
+          init, {"runs": {}})
+      for seed in FLAGS.seeds:
+        if seed in summary["runs"]:
+          continue
+        start = time.time()
+        metrics = finetune(work_dir, data_root, data["vocab_file"], init, checkpoint, task,
+                           int(seed), electra.vocab_size)
+        summary["runs"][seed] = metrics[metric]
+        log(f"{task} from {init}, seed {seed}: {metric} {metrics[metric]:.2f} "
+            f"({time.time() - start:.0f} s)")
+        values = list(summary["runs"].values())
+        mean = sum(values) / len(values)
+        summary.update(metric=metric, mean=mean, std=(sum((v - mean) ** 2 for v in values)
+                                                       / max(1, len(values) - 1)) ** 0.5)
+        save()
+  save()
+  log(f"done: {results_path}, {work_dir / 'pretraining.png'}, {work_dir / 'downstream.png'}")
+  return 0
+
+
+if __name__ == "__main__":
+  cli.run(main, "learning_study.py")
