@@ -10,8 +10,8 @@ DIR/models/<model_name>/vocab.txt or DIR/vocab.txt (or --vocab_file).
 --init_checkpoint is a project checkpoint (a pre-training model_dir or a
 ckpt prefix, or a Google checkpoint converted by `python -m
 electra_tf.convert`) or an official TF1 checkpoint; without it the encoder
-starts from DIR/models/<model_name> when that holds a checkpoint, else from
-random initialisation.  --hparams takes the official configure_finetuning.py
+starts from DIR/models/<model_name>, which must hold one (as official);
+--init_checkpoint=none fine-tunes from random initialisation.  --hparams takes the official configure_finetuning.py
 names (a JSON object or a .json file); the flags that share a name with an
 hparam override it.  Several tasks train jointly, as official.  Results go to
 MODEL_DIR/results/ and a table of them is printed at the end; rerunning the
@@ -41,15 +41,13 @@ def main() -> int:
   hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
   config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
                                        model_name=FLAGS.model_name)
-  explicit_init = bool(FLAGS.init_checkpoint or
-                       config_lib.parse_hparams(FLAGS.hparams).get("init_checkpoint"))
   # Imported once the flags and hparams are valid, so that their errors do
   # not pay for TensorFlow.
   from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
   # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
   job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-          explicit_init_checkpoint=explicit_init, export_dir=FLAGS.export_dir)
+          export_dir=FLAGS.export_dir)
   return 0
 
 

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import checkpoints, convert, train_loop
+from electra_tf.config import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
@@ -78,7 +79,9 @@ def data_dir(tmp_path_factory, shared_dir):
 
 
 def tiny_config(data_dir, model_dir, task_names, **hparams):
-  return FinetuningConfig.create(dict(TINY, **hparams), task_names=task_names,
+  """Tiny models fine-tuned from random initialisation (init_checkpoint none)."""
+  return FinetuningConfig.create(dict(TINY, init_checkpoint="none", **hparams),
+                                 task_names=task_names,
                                  data_dir=str(data_dir), model_dir=str(model_dir))
 
 
@@ -99,7 +102,6 @@ def glue_run(data_dir, tmp_path_factory):
   root = tmp_path_factory.mktemp("glue")
   config = tiny_config(data_dir, root / "model", list(GLUE))
   results = finetune_job.run(config, strategy_name="one_device",
-                       explicit_init_checkpoint=False,
                        export_dir=str(root / "export"))
   return config, results, root
 
@@ -197,8 +199,7 @@ def test_exported_classifiers_load_without_the_project(glue_run):
 @pytest.mark.slow
 def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   config, results, _ = glue_run
-  assert finetune_job.run(config, strategy_name="one_device",
-                    explicit_init_checkpoint=False) == results
+  assert finetune_job.run(config, strategy_name="one_device") == results
   log = capsys.readouterr().out
   assert "trial 1/1: already done" in log and "Start training" not in log
   assert "sst   accuracy" in log  # the results table
@@ -206,8 +207,7 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   eval_only = FinetuningConfig.create(dict(TINY, do_train=False),
                                       task_names=list(GLUE), data_dir=config.data_dir,
                                       model_dir=config.model_dir)
-  evaluated = finetune_job.run(eval_only, strategy_name="one_device",
-                               explicit_init_checkpoint=False)
+  evaluated = finetune_job.run(eval_only, strategy_name="one_device")
   assert "Restored trial 1" in capsys.readouterr().out
   for task in GLUE:
     assert evaluated[0][task] == pytest.approx(results[0][task], rel=1e-5)
@@ -216,7 +216,7 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
                                     model_dir=config.model_dir)
   with pytest.raises(train_loop.TrainingError,
                      match="learning_rate: 0.0001 there, 0.0003 now"):
-    finetune_job.run(changed, strategy_name="one_device", explicit_init_checkpoint=False)
+    finetune_job.run(changed, strategy_name="one_device")
 
 
 # ------------------------------------------------------ SQuAD and chunk
@@ -224,8 +224,7 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
 def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, capsys):
   config = tiny_config(data_dir, tmp_path / "model", ["squadv1", "chunk"],
                        save_checkpoints_steps=3)
-  results = finetune_job.run(config, strategy_name="mirrored",
-                       explicit_init_checkpoint=False)
+  results = finetune_job.run(config, strategy_name="mirrored")
   log = capsys.readouterr().out
   assert "random initialisation" in log and "MirroredStrategy" in log
   results_dir = pathlib.Path(config.results_dir)
@@ -264,7 +263,7 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
       os.remove(os.path.join(trial_dir, name))
   checkpoints.write_checkpoint_state(trial_dir, os.path.basename(previous))
   os.remove(config.results_pkl)
-  finetune_job.run(config, strategy_name="one_device", explicit_init_checkpoint=False)
+  finetune_job.run(config, strategy_name="one_device")
   log = capsys.readouterr().out
   assert f"Restored trial 1 from {previous}" in log
   assert f"step {steps}/{steps} = 100.0%" in log
@@ -378,7 +377,7 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
   config = FinetuningConfig.create(
       FIXTURE_HPARAMS, task_names=["rte"], data_dir=str(data_dir),
       model_dir=str(tmp_path / "model"), init_checkpoint=str(tmp_path / "converted"))
-  prefix = finetune_job.initial_checkpoint(config, explicit=True)
+  prefix = finetune_job.initial_checkpoint(config)
   assert prefix == str(tmp_path / "converted" / "model.ckpt")
   tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
   job = finetune_job.TrialJob(config, tasks, tf.distribute.OneDeviceStrategy("/cpu:0"),
@@ -397,17 +396,26 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
     else:  # the head starts fresh
       np.testing.assert_array_equal(variable.numpy(), random_init[variable.name])
 
-  # Without --init_checkpoint: the official default place, else random init.
+  # Without --init_checkpoint: the official default place, which must hold
+  # a checkpoint; random initialisation only when asked for.
   empty = tmp_path / "empty_data_dir"
   default = FinetuningConfig.create(FIXTURE_HPARAMS, task_names=["rte"],
                                     data_dir=str(empty))
-  assert finetune_job.initial_checkpoint(default, explicit=False) is None
+  with pytest.raises(ConfigError) as error:
+    finetune_job.initial_checkpoint(default)
+  assert str(error.value) == (
+      f"--init_checkpoint: not given, and the default {empty / 'models' / 'electra'} holds "
+      "no checkpoint; give the pre-trained model (a checkpoint prefix or directory), or "
+      "--init_checkpoint=none to fine-tune from random initialisation")
+  assert finetune_job.initial_checkpoint(
+      FinetuningConfig.create(dict(FIXTURE_HPARAMS, init_checkpoint="none"),
+                              task_names=["rte"], data_dir=str(empty))) is None
   (empty / "models").mkdir(parents=True)
   os.rename(tmp_path / "converted", empty / "models" / "electra")
-  assert finetune_job.initial_checkpoint(default, explicit=False) == str(
+  assert finetune_job.initial_checkpoint(default) == str(
       empty / "models" / "electra" / "model.ckpt")
   with pytest.raises(checkpoints.CheckpointError, match="not found"):
-    finetune_job.initial_checkpoint(config, explicit=True)
+    finetune_job.initial_checkpoint(config)
   # Another architecture is refused naming the variable and both shapes.
   other = FinetuningConfig.create(dict(FIXTURE_HPARAMS, embedding_size=8),
                                   task_names=["rte"], data_dir=str(data_dir))
@@ -437,7 +445,7 @@ def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_pa
   before = sorted(str(p) for p in tmp_path.rglob("*"))
   result = run_cli(["--data_dir", str(local), "--task_names=rte",
                     f"--model_dir={tmp_path / 'model'}",
-                    f"--export_dir={tmp_path / 'export'}",
+                    f"--export_dir={tmp_path / 'export'}", "--init_checkpoint=none",
                     f"--hparams={json.dumps(TINY)}"], tmp_path)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
@@ -527,8 +535,7 @@ def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
   config = tiny_config(local, tmp_path / "model", ["rte"], num_trials=2,
                        num_train_epochs=2.0, keep_all_models=False,
                        write_test_outputs=True, n_writes_test=1)
-  results = finetune_job.run(config, strategy_name="one_device",
-                       explicit_init_checkpoint=False)
+  results = finetune_job.run(config, strategy_name="one_device")
   assert len(results) == 2 and results[0] != results[1]  # other seeds
   assert not os.path.exists(finetune_job.trial_dir(config, 1))  # not kept
   assert tf.train.latest_checkpoint(finetune_job.trial_dir(config, 2)).endswith("ckpt-4")

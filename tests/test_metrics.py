@@ -76,6 +76,8 @@ def test_streaming_matches_numpy_reference():
       # Among predicted positives / among actual positives (non-padding).
       "disc_precision": np.sum(mask * preds * labels) / np.sum(mask * preds),
       "disc_recall": np.sum(mask * preds * labels) / np.sum(mask * labels),
+      # The baseline: every real token called real.
+      "disc_always_real_accuracy": np.sum(mask * (labels == 0)) / mask.sum(),
   }
   assert list(result) == list(metrics.MLM_METRICS + metrics.SAMPLING_METRICS
                               + metrics.DISC_METRICS)
@@ -119,6 +121,7 @@ def test_matches_tf_v1_metrics_in_a_graph():
         session.run({k: op[1] for k, op in ops.items()},
                     {feeds[k]: v for k, v in {**outputs, **batch}.items()})
       official = session.run({k: op[0] for k, op in ops.items()})
+  assert set(result) - set(official) == {"disc_always_real_accuracy"}  # not official
   for name, value in official.items():
     assert result[name] == pytest.approx(float(value), rel=1e-5, abs=1e-6), name
 

@@ -59,8 +59,8 @@ MODEL = {"model_size": "small", "embedding_size": 64,
 TASK_METRIC = {"chunk": "f1", "sst": "accuracy", "cola": "mcc", "rte": "accuracy",
                "mrpc": "f1", "sts": "pearson", "qnli": "accuracy"}
 EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy",
-             "disc_accuracy", "disc_auc_real_tokens", "disc_precision", "disc_recall",
-             "disc_loss")
+             "disc_accuracy", "disc_always_real_accuracy", "disc_auc_real_tokens",
+             "disc_precision", "disc_recall", "disc_loss")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
@@ -228,18 +228,22 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
   runs = results.get("pretraining", {})
   panels = [("generator / masked LM accuracy", ["masked_lm_accuracy"]),
-            ("discriminator", ["disc_auc_real_tokens", "disc_accuracy"]),
+            ("discriminator: accuracy and AUC over real tokens",
+             ["disc_accuracy", "disc_always_real_accuracy", "disc_auc_real_tokens"]),
             ("discriminator: replaced tokens", ["disc_precision", "disc_recall"])]
+  colors = {"electra": "#3b75af", "mlm": "#e07b39"}
+  styles = ["o-", "s--", "^:"]
   figure, axes = pyplot.subplots(2, 3, figsize=(15, 7.5))
   for row, against_flops in enumerate((False, True)):
     for axis, (title, keys) in zip(axes[row], panels):
       for name, run in runs.items():
         steps = sorted(int(s) for s in run["evals"])
         xs = [s * run["flops_per_step"] if against_flops else s for s in steps]
-        for key in keys:
+        for style, key in zip(styles, keys):
           ys = [run["evals"][str(s)].get(key) for s in steps]
           if any(y is not None for y in ys):
-            axis.plot(xs, ys, "o-", markersize=4, label=f"{name}: {key}")
+            axis.plot(xs, ys, style, markersize=4, color=colors.get(name),
+                      alpha=0.6 if "always_real" in key else 1.0, label=f"{name}: {key}")
       if against_flops:
         axis.set_xscale("log")
         axis.set_xlabel("pre-training FLOPs")

@@ -8,10 +8,10 @@ written to model_dir.  Then, for each trial t = 1..num_trials:
   1. builds a `FinetuningModel` (seed + t - 1 seeds its heads, dropout and
      data order) whose encoder comes from the initial checkpoint: the one
      given (a project checkpoint: pre-training model_dir, ckpt prefix, or a
-     converted Google checkpoint; or an official TF1 checkpoint), else the
-     official default `data_dir/models/<model_name>` when it holds one, else
-     random initialisation (logged).  Only the encoder (`electra/...`) is
-     loaded; the heads start fresh;
+     converted Google checkpoint; or an official TF1 checkpoint), else, as
+     official, `data_dir/models/<model_name>`, which must hold one; random
+     initialisation only for init_checkpoint "none" (logged).  Only the
+     encoder (`electra/...`) is loaded; the heads start fresh;
   2. trains all tasks jointly as official: the training examples of every task
      shuffled together, featurized, padded with rows of task_id =
      len(task_names) to a multiple of train_batch_size, then repeated,
@@ -77,6 +77,7 @@ from electra_tf.modeling.encoder import build_discriminator_encoder
 
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
 RUN_RECORD = "finetuning_config.json"
+NO_CHECKPOINT = "none"  # init_checkpoint that asks for random initialisation
 SHUFFLE_BUFFER = 100  # official input_fn
 
 # Hparams that define the models a model_dir holds (recorded, checked on rerun).
@@ -267,7 +268,7 @@ class TrialJob:
       _log(f"Initialised the encoder from {init_checkpoint} ({len(unused)} "
            "checkpoint variables outside `electra/` left unused)")
     else:
-      _log("No initial checkpoint: the encoder starts from random "
+      _log(f"init_checkpoint={NO_CHECKPOINT}: the encoder starts from random "
            "initialisation")
 
   # ------------------------------------------------------------- training
@@ -395,18 +396,22 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
 
 
 # ------------------------------------------------------ checks, the job
-def initial_checkpoint(config: FinetuningConfig, explicit: bool
-                       ) -> Optional[str]:
+def initial_checkpoint(config: FinetuningConfig) -> Optional[str]:
   """The checkpoint prefix the encoder starts from (None: random init).
 
-  An explicit init_checkpoint must exist; the official default
-  (data_dir/models/<model_name>) is used only when it holds a checkpoint.
+  As official, fine-tuning starts from a pre-trained model: init_checkpoint,
+  by default data_dir/models/<model_name>, must hold a checkpoint.  Random
+  initialisation happens only when asked for, with init_checkpoint "none".
   """
-  if explicit:
-    return checkpoints.resolve_checkpoint(config.init_checkpoint)
-  if os.path.isdir(config.init_checkpoint):
-    return tf.train.latest_checkpoint(config.init_checkpoint)
-  return None
+  if config.init_checkpoint == NO_CHECKPOINT:
+    return None
+  if (config.init_checkpoint == config.pretrained_model_dir and
+      not tf.train.latest_checkpoint(config.init_checkpoint)):
+    raise ConfigError(
+        f"--init_checkpoint: not given, and the default {config.init_checkpoint} holds "
+        "no checkpoint; give the pre-trained model (a checkpoint prefix or directory), "
+        f"or --init_checkpoint={NO_CHECKPOINT} to fine-tune from random initialisation")
+  return checkpoints.resolve_checkpoint(config.init_checkpoint)
 
 
 def _run_record(config: FinetuningConfig) -> Dict[str, Any]:
@@ -423,7 +428,7 @@ def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
 
 
 def run(config: FinetuningConfig, *, strategy_name: str = "auto",
-        tpu: Optional[str] = None, explicit_init_checkpoint: bool = True,
+        tpu: Optional[str] = None,
         export_dir: Optional[str] = None) -> List[Dict[str, Dict[str, float]]]:
   """The whole job (module docstring); returns the results of every trial.
 
@@ -437,7 +442,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
   tokenizer = load_tokenizer(config)
   tasks = task_builder.get_tasks(config, tokenizer)
-  init_checkpoint = initial_checkpoint(config, explicit_init_checkpoint)
+  init_checkpoint = initial_checkpoint(config)
   if export_dir:
     _check_export_dirs(tasks, export_dir)
   has_record = train_loop.check_run_record(config.model_dir, RUN_RECORD, _run_record(config))

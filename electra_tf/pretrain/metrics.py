@@ -24,6 +24,10 @@ Metrics (tf.compat.v1.metrics semantics: a weighted mean is sum(w*x)/sum(w),
   disc_recall                 same, weights disc_labels * input_mask
   disc_auc_real_tokens        ROC AUC as disc_auc, over the real (input_mask)
                               tokens only (an electra-tf addition, below)
+  disc_always_real_accuracy   the accuracy of a discriminator that calls
+                              every token real: 1 - the replaced share of
+                              the real tokens (an addition: disc_accuracy's
+                              baseline)
 The sampled/disc metrics exist only with the ELECTRA objective, and the disc
 ones only when disc_weight > 0, as official.
 
@@ -45,7 +49,7 @@ _AUC_EPSILON = 1e-6  # tf.compat.v1.metrics.auc's guard against 0 / 0
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
 SAMPLING_METRICS = ("sampled_masked_lm_accuracy",)
 DISC_METRICS = ("disc_loss", "disc_auc", "disc_accuracy", "disc_precision",
-                "disc_recall", "disc_auc_real_tokens")
+                "disc_recall", "disc_auc_real_tokens", "disc_always_real_accuracy")
 _AUC_METRICS = ("disc_auc", "disc_auc_real_tokens")
 
 
@@ -167,6 +171,7 @@ class PretrainingMetrics:
     self._add("disc_accuracy", correct, input_mask)
     self._add("disc_precision", correct, preds * input_mask)
     self._add("disc_recall", correct, labels * input_mask)
+    self._add("disc_always_real_accuracy", labels == 0, input_mask)
 
   def result(self) -> Dict[str, float]:
     """Metric name -> value over every batch since the last reset."""
