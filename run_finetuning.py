@@ -1,4 +1,4 @@
-"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0 and chunking (official recipe).
+"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA and chunking (official recipe).
 
     python run_finetuning.py --data_dir=DIR --task_names=rte[,sst,...] \
         [--model_size=small] [--init_checkpoint=PATH] [--model_dir=DIR] \
@@ -14,8 +14,9 @@ starts from DIR/models/<model_name>, which must hold one (as official);
 --init_checkpoint=none fine-tunes from random initialisation.  --hparams takes the official configure_finetuning.py
 names (a JSON object or a .json file); the flags that share a name with an
 hparam override it.  Several tasks train jointly, as official.  Results go to
-MODEL_DIR/results/ and a table of them is printed at the end; rerunning the
-same command resumes.  The job: electra_tf/finetune/job.py.
+MODEL_DIR/results/ (test-set files of write_test_outputs to
+MODEL_DIR/test_predictions/) and a table of them is printed at the end;
+rerunning the same command resumes.  The job: electra_tf/finetune/job.py.
 """
 
 import logging
@@ -32,7 +33,8 @@ from electra_tf.finetune.config import FinetuningConfig  # noqa: E402
 FLAGS = flags.FLAGS
 cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
 flags.DEFINE_list("task_names", None, "Comma-separated official task names "
-                  "(cola, sst, mrpc, sts, qqp, mnli, qnli, rte, squadv1, squad, chunk).")
+                  "(cola, sst, mrpc, sts, qqp, mnli, qnli, rte, squadv1, squad, "
+                  "newsqa, naturalqs, triviaqa, searchqa, chunk).")
 
 
 def main() -> int:
@@ -43,11 +45,15 @@ def main() -> int:
                                        model_name=FLAGS.model_name)
   # Imported once the flags and hparams are valid, so that their errors do
   # not pay for TensorFlow.
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
   # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
-  job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-          export_dir=FLAGS.export_dir)
+  try:
+    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
+            export_dir=FLAGS.export_dir)
+  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
+    return stop.report("run_finetuning.py")
   return 0
 
 

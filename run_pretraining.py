@@ -49,9 +49,13 @@ def main() -> int:
   export_dir = FLAGS.export_dir or (demo.export_dir(config) if use_demo else None)
   # Imported once the flags and hparams are valid, so that their errors do
   # not pay for TensorFlow.
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import job  # pylint: disable=g-import-not-at-top
-  job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-          init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
+  try:
+    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
+  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
+    return stop.report("run_pretraining.py")
   return 0
 
 

@@ -1,4 +1,5 @@
-"""Throughput of the full ELECTRA pre-training step on synthetic batches.
+"""Throughput of the full ELECTRA pre-training step on synthetic batches, or
+the serving cost of an exported SavedModel.
 
     python -m electra_tf.benchmark --model_size=small --batch_size=32 \
         --seq_length=128 --steps=10 [--mixed_precision=bfloat16|float16] \
@@ -19,6 +20,30 @@ process.  The last line printed is one JSON object:
 
 peak_memory_mb is the GPU allocator's peak on a GPU, else the process's peak
 resident set size (measured before the baseline runs).
+
+    python -m electra_tf.benchmark --input_only --pretrain_tfrecords=GLOB \
+        [--seq_length=128] [--batch_size=32] [--steps=200] [--vocab_file=V] --json
+
+times the pre-training input pipeline alone (pretrain/data.py get_dataset:
+read with checksums, decode, mask, batch, prefetch) over `--steps` batches
+(200 unless given) after `--warmup_steps` (20 unless given): the JSON line
+holds seq_per_sec, seq_per_sec_per_core (over the cores the process may run
+on: `taskset -c 0` measures one), cores, batch_size, seq_length.
+
+    python -m electra_tf.benchmark --export_dir=DIR [--batch_size=32] \
+        [--seq_length=128] [--steps=10] [--latency_calls=100] --json
+
+times the `text` and the ids (`serving_default`) signatures of a pre-training
+or classification export (electra_tf.export, run_finetuning.py
+--export_dir) on the same inputs: texts of seq_length - 2 random whole-word
+vocab entries (one piece each, so every row is [CLS] words [SEP] of exactly
+seq_length pieces; seq_length must not exceed the export's max_seq_length)
+and their ids.  Calls of the two alternate, after `--warmup_steps` untimed
+calls of each.  The JSON line: text_/ids_ latency_ms_p50 and latency_ms_p99
+over `--latency_calls` calls at batch 1, text_/ids_seq_per_sec over
+`--steps` calls at `--batch_size`, text_extra_cost (the text signature's
+time per batch over the ids one's, minus 1), device, batch_size,
+seq_length.
 """
 
 from __future__ import annotations
@@ -27,7 +52,7 @@ import json
 import os
 import resource
 import time
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -55,6 +80,17 @@ def _define_flags() -> None:
   flags.DEFINE_enum("baseline", None, ["model_garden"],
                     "Also time Model Garden's ElectraPretrainer on the same batch.")
   flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
+  flags.DEFINE_string("export_dir", None,
+                      "Time this SavedModel's text and ids signatures instead of training.")
+  flags.DEFINE_integer("latency_calls", 100,
+                       "--export_dir: timed batch-1 calls of each signature.")
+  flags.DEFINE_boolean("input_only", False,
+                       "Time the pre-training input pipeline alone on --pretrain_tfrecords.")
+  flags.DEFINE_string("pretrain_tfrecords", None,
+                      "--input_only: TFRecords (comma-separated glob patterns).")
+  flags.DEFINE_string("vocab_file", None,
+                      "--input_only: vocab of the special ids (default: the BERT "
+                      "uncased ids [CLS] 101, [SEP] 102, [MASK] 103).")
 
 MASK_ID = 103  # [MASK] in the BERT uncased vocab; any id < vocab_size works
 
@@ -103,7 +139,7 @@ def electra_step_runner(config: PretrainingConfig,
   step_loop = job.make_step_loop()
 
   def run_steps(n: int) -> None:
-    losses, _ = step_loop(iterator, tf.constant(n))
+    losses, _, _ = step_loop(iterator, tf.constant(n), tf.constant(False))
     float(losses["loss"].numpy())
 
   return run_steps
@@ -230,13 +266,154 @@ def run_benchmark(config: PretrainingConfig, steps: int,
   return result
 
 
-def config_from_flags() -> PretrainingConfig:
-  """Benchmark flags over --hparams (the flags win)."""
-  for name in ("batch_size", "seq_length", "steps"):
+def serving_inputs(vocab_file: str, batch_size: int, seq_length: int,
+                   seed: int = 0) -> Tuple[List[str], Dict[str, np.ndarray]]:
+  """`batch_size` texts of seq_length - 2 random whole-word vocab entries
+  (lower-case ASCII letters: one piece each) and their featurization,
+  int32 [batch_size, seq_length] input_ids ([CLS] words [SEP]), input_mask
+  (ones), segment_ids (zeros)."""
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  vocab = tokenization.load_vocab(vocab_file)
+  words = [token for token in vocab
+           if token.isascii() and token.isalpha() and token.islower()]
+  if not words:
+    raise ValueError(f"{vocab_file}: no whole-word entry to build texts from")
+  rows = np.random.default_rng(seed).integers(0, len(words),
+                                              size=[batch_size, seq_length - 2])
+  texts = [" ".join(words[i] for i in row) for row in rows]
+  input_ids = np.array([[vocab["[CLS]"]] + [vocab[words[i]] for i in row] +
+                        [vocab["[SEP]"]] for row in rows], np.int32)
+  return texts, {"input_ids": input_ids, "input_mask": np.ones_like(input_ids),
+                 "segment_ids": np.zeros_like(input_ids)}
+
+
+def time_calls(functions: Dict[str, Callable[[], Any]], calls: int,
+               warmup_calls: int) -> Dict[str, List[float]]:
+  """Seconds of `calls` calls of each function (which must block until
+  done), the functions alternating (in turn first), after `warmup_calls`
+  untimed calls of each."""
+  names = list(functions)
+  for _ in range(warmup_calls):
+    for name in names:
+      functions[name]()
+  seconds: Dict[str, List[float]] = {name: [] for name in names}
+  for call in range(calls):
+    for name in names[call % len(names):] + names[:call % len(names)]:
+      start = time.perf_counter()
+      functions[name]()
+      seconds[name].append(time.perf_counter() - start)
+  return seconds
+
+
+def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
+                          steps: int, latency_calls: int,
+                          warmup_calls: int) -> Dict[str, object]:
+  """The JSON figures of --export_dir (module docstring)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from electra_tf import export as export_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf import serving_text  # pylint: disable=g-import-not-at-top
+  loaded = tf.saved_model.load(export_dir)
+  ids_signature = loaded.signatures["serving_default"]
+  if serving_text.TEXT_SIGNATURE not in loaded.signatures:
+    raise ValueError(f"--export_dir: {export_dir} has no `text` signature")
+  text_signature = loaded.signatures[serving_text.TEXT_SIGNATURE]
+  text_names = sorted(text_signature.structured_input_signature[1])
+  ids_names = sorted(ids_signature.structured_input_signature[1])
+  if ids_names != sorted(export_lib.INPUT_NAMES) or text_names not in (
+      ["text"], ["text_a"], ["text_a", "text_b"]):
+    raise ValueError(f"--export_dir: the benchmark times pre-training and "
+                     f"classification exports; this text signature takes "
+                     f"{', '.join(text_names)}")
+  texts, ids = serving_inputs(
+      os.path.join(export_dir, "assets", serving_text.VOCAB_ASSET), batch_size, seq_length)
+
+  def runners(rows: int) -> Dict[str, Callable[[], Any]]:
+    text_inputs = {text_names[0]: tf.constant(texts[:rows])}
+    if "text_b" in text_names:  # "" packs [CLS] text_a [SEP], as the ids
+      text_inputs["text_b"] = tf.constant([""] * rows)
+    ids_inputs = {k: tf.constant(v[:rows]) for k, v in ids.items()}
+
+    def call(signature, inputs):
+      return lambda: [t.numpy() for t in signature(**inputs).values()]
+
+    return {"text": call(text_signature, text_inputs),
+            "ids": call(ids_signature, ids_inputs)}
+
+  latency = time_calls(runners(1), latency_calls, warmup_calls)
+  throughput = time_calls(runners(batch_size), steps, warmup_calls)
+  result: Dict[str, object] = {}
+  for name in ("text", "ids"):
+    result[f"{name}_latency_ms_p50"] = 1000.0 * float(np.percentile(latency[name], 50))
+    result[f"{name}_latency_ms_p99"] = 1000.0 * float(np.percentile(latency[name], 99))
+    result[f"{name}_seq_per_sec"] = batch_size * steps / float(np.sum(throughput[name]))
+  result["text_extra_cost"] = result["ids_seq_per_sec"] / result["text_seq_per_sec"] - 1.0
+  result.update(device=device_and_peak_memory_mb()[0], batch_size=batch_size,
+                seq_length=seq_length)
+  return result
+
+
+def run_input_benchmark(file_patterns: str, batch_size: int, seq_length: int,
+                        max_predictions_per_seq: int, mask_prob: float,
+                        special, batches: int, warmup_batches: int) -> Dict[str, Any]:
+  """Masked training batches per second from TFRecords (pretrain/data.py:
+  read, checksum, decode, mask, batch, prefetch), after `warmup_batches`."""
+  from electra_tf.pretrain import data as pretrain_data  # pylint: disable=g-import-not-at-top
+  dataset = pretrain_data.get_dataset(
+      file_patterns, batch_size=batch_size, max_seq_length=seq_length,
+      max_predictions_per_seq=max_predictions_per_seq, mask_prob=mask_prob,
+      special=special, is_training=True, seed=0)
+  iterator = iter(dataset)
+  for _ in range(warmup_batches):
+    next(iterator)
+  start = time.perf_counter()
+  for _ in range(batches):
+    next(iterator)
+  seconds = time.perf_counter() - start
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  seq_per_sec = batches * batch_size / seconds
+  return {"mode": "input_only", "seq_per_sec": seq_per_sec,
+          "seq_per_sec_per_core": seq_per_sec / cores, "cores": cores,
+          "batch_size": batch_size, "seq_length": seq_length, "batches": batches,
+          "seconds": seconds}
+
+
+def _input_benchmark() -> Dict[str, Any]:
+  """--input_only: the flags checked, the benchmark run."""
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  if not FLAGS.pretrain_tfrecords:
+    raise ValueError("--input_only needs --pretrain_tfrecords")
+  if FLAGS.baseline or FLAGS.export_dir:
+    raise ValueError("--input_only times the input pipeline; drop --baseline / --export_dir")
+  _check_counts("batch_size", "seq_length", "steps")
+  config = PretrainingConfig.create(dict(config_lib.parse_hparams(FLAGS.hparams),
+                                         max_seq_length=FLAGS.seq_length))
+  if FLAGS.vocab_file:
+    special = tokenization.special_ids(tokenization.load_vocab(FLAGS.vocab_file),
+                                       FLAGS.vocab_file)
+  else:
+    special = tokenization.SpecialIds(pad_id=0, unk_id=100, cls_id=101, sep_id=102,
+                                      mask_id=103)
+  # --steps counts timed batches (200 unless given); --warmup_steps untimed ones.
+  batches = FLAGS.steps if FLAGS["steps"].present else 200
+  warmup = FLAGS.warmup_steps if FLAGS["warmup_steps"].present else 20
+  return run_input_benchmark(FLAGS.pretrain_tfrecords, FLAGS.batch_size, FLAGS.seq_length,
+                             config.max_predictions_per_seq, config.mask_prob, special,
+                             batches, warmup)
+
+
+def _check_counts(*positive: str) -> None:
+  """The flags `positive` must be > 0, --warmup_steps >= 0."""
+  for name in positive:
     if FLAGS[name].value <= 0:
       raise ValueError(f"--{name}: {FLAGS[name].value} must be > 0")
   if FLAGS.warmup_steps < 0:
     raise ValueError(f"--warmup_steps: {FLAGS.warmup_steps} must be >= 0")
+
+
+def config_from_flags() -> PretrainingConfig:
+  """Benchmark flags over --hparams (the flags win)."""
+  _check_counts("batch_size", "seq_length", "steps")
   hparams = config_lib.parse_hparams(FLAGS.hparams)
   hparams.update(model_size=FLAGS.model_size, train_batch_size=FLAGS.batch_size,
                  max_seq_length=FLAGS.seq_length, jit_compile=FLAGS.jit_compile,
@@ -245,10 +422,33 @@ def config_from_flags() -> PretrainingConfig:
 
 
 def main() -> int:
+  if FLAGS.input_only:
+    result = _input_benchmark()
+    if not FLAGS.json:
+      print(f"input pipeline, batch {result['batch_size']}, seq {result['seq_length']}: "
+            f"{result['seq_per_sec']:.0f} seq/s on {result['cores']} core(s), "
+            f"{result['seq_per_sec_per_core']:.0f} per core", flush=True)
+    print(json.dumps(result), flush=True)
+    return 0
+  if FLAGS.export_dir:
+    if FLAGS.baseline:
+      raise ValueError("--baseline: times training; drop it with --export_dir")
+    _check_counts("batch_size", "seq_length", "steps", "latency_calls")
+    if FLAGS.seq_length < 3:
+      raise ValueError(f"--seq_length: {FLAGS.seq_length} must be >= 3 with --export_dir")
+    result = run_serving_benchmark(FLAGS.export_dir, FLAGS.batch_size, FLAGS.seq_length,
+                                   FLAGS.steps, FLAGS.latency_calls, FLAGS.warmup_steps)
+    if not FLAGS.json:
+      print(f"{FLAGS.export_dir}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: text "
+            f"{result['text_seq_per_sec']:.1f} seq/s, ids {result['ids_seq_per_sec']:.1f} "
+            f"seq/s ({100 * result['text_extra_cost']:+.1f}%)", flush=True)
+    print(json.dumps(result), flush=True)
+    return 0
   config = config_from_flags()
-  if FLAGS.baseline and not config.electra_objective:
+  if FLAGS.baseline and (not config.electra_objective or config.two_tower_generator):
     raise ValueError("--baseline=model_garden compares the ELECTRA objective; "
-                     "drop electra_objective=false from --hparams")
+                     "drop electra_objective=false / electric_objective / "
+                     "two_tower_generator from --hparams")
   result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline)
   if not FLAGS.json:
     print(f"{config.model_size}, batch {config.train_batch_size}, seq "

@@ -30,7 +30,8 @@ _PANELS = (
 _EVAL_PANELS = (
     ("eval: generator", ("masked_lm_accuracy", "sampled_masked_lm_accuracy")),
     ("eval: discriminator", ("disc_auc_real_tokens", "disc_accuracy",
-                             "disc_precision", "disc_recall")),
+                             "disc_always_real_accuracy", "disc_precision", "disc_recall")),
+    ("eval: losses", ("masked_lm_loss", "disc_loss")),
 )
 
 
@@ -75,13 +76,14 @@ def plot_curves(path: str, train: Scalars, evaluation: Scalars,
              if tag not in shown and values]
   panels += [(name, [(tag, evaluation[tag]) for tag in tags if evaluation.get(tag)], True)
              for name, tags in _EVAL_PANELS]
-  # Other evaluation scalars (fine-tuning's "<task>/<metric>"): a panel per
-  # prefix.
+  # Other evaluation scalars: fine-tuning's "<task>/<metric>" in a panel per
+  # task, the rest (e.g. the official disc_auc) together.
   grouped: Dict[str, list] = {}
   shown = {tag for _, tags in _EVAL_PANELS for tag in tags}
   for tag, values in sorted(evaluation.items()):
     if tag not in shown and values:
-      grouped.setdefault("eval: " + tag.split("/")[0], []).append((tag, values))
+      name = "eval: " + (tag.split("/")[0] if "/" in tag else "other")
+      grouped.setdefault(name, []).append((tag, values))
   panels += [(name, series, True) for name, series in grouped.items()]
   panels = [panel for panel in panels if panel[1]]
   columns = 3

@@ -1,33 +1,44 @@
 """Exports the discriminator as a TensorFlow SavedModel.
 
-  python -m electra_tf.export --checkpoint=PATH --hparams=JSON --export_dir=DIR
+  python -m electra_tf.export --checkpoint=PATH --hparams=JSON \
+      --vocab_file=VOCAB --export_dir=DIR [--nodo_lower_case] [--nostrip_accents]
 
 PATH is a project checkpoint (prefix or directory, e.g. a pre-training
 model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
-as for pre-training.  The SavedModel's `serving_default` signature takes int32
-`input_ids`, `input_mask`, `segment_ids` of shape [batch, seq] (any batch, any
-seq up to max_position_embeddings) and returns float32:
+as for pre-training; VOCAB is the model's WordPiece vocab, with the
+lower-casing and accent stripping the model was trained with.  The
+SavedModel's `serving_default` signature takes int32 `input_ids`,
+`input_mask`, `segment_ids` of shape [batch, seq] (any batch, any seq up to
+max_position_embeddings) and returns float32:
   sequence_output       [batch, seq, hidden]  last discriminator layer
   pooled_output         [batch, hidden]       the [CLS] vector
   discriminator_logits  [batch, seq]          replaced-token logits
   discriminator_probs   [batch, seq]          sigmoid of the logits
 (the last two only when the model has a discriminator head, i.e. an
-ElectraPretrainer with electra_objective).  It loads with
-`tf.saved_model.load` alone, without this project.  The export is written to
-a temporary directory and renamed, so a crash never leaves a half-written
-export under DIR.
+ElectraPretrainer with electra_objective).  Its `text` signature
+(electra_tf.serving_text) takes tf.string `text` [batch], tokenizes each text
+in the graph, packs it as `[CLS] text [SEP]` cut to max_seq_length (the
+hparam) and padded to the longest row, and returns the same outputs with seq
+= that length, plus
+  tokens                [batch, seq]          string word pieces ("" padding)
+  input_mask            [batch, seq]          int32, 1 on the pieces
+It loads with `tf.saved_model.load` after `import tensorflow_text`, without
+this project.  The export is written to a temporary directory and renamed,
+so a crash never leaves a half-written export under DIR.
 """
 
 from __future__ import annotations
 
-from typing import List, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from absl import flags
 import tensorflow as tf
 
 from electra_tf import checkpoints
 from electra_tf import cli
+from electra_tf import serving_text
 from electra_tf import stop_points
+from electra_tf import tokenization
 from electra_tf.config import ModelConfig
 from electra_tf.modeling.encoder import TransformerEncoder
 from electra_tf.modeling.pretrainer import ElectraPretrainer
@@ -77,34 +88,58 @@ def check_serving_inputs(input_ids: tf.Tensor, input_mask: tf.Tensor,
     return tuple(tf.identity(t) for t in (input_ids, input_mask, segment_ids))
 
 
-def serving_module(model: Union[ElectraPretrainer, TransformerEncoder]) -> tf.Module:
-  """A tf.Module with the `serve` function and the variables it reads."""
+def serving_module(model: Union[ElectraPretrainer, TransformerEncoder],
+                   text_encoder: Optional[serving_text.TextEncoder] = None,
+                   max_seq_length: Optional[int] = None) -> tf.Module:
+  """A tf.Module with the `serve` function, the `serve_text` function when
+  there is a text_encoder (texts cut to max_seq_length pieces, default
+  max_position_embeddings), and what they read."""
   if isinstance(model, ElectraPretrainer):
     encoder, head = model.discriminator, model.discriminator_predictions
   else:
     encoder, head = model, None
 
-  @tf.function(input_signature=input_signature())
-  def serve(input_ids, input_mask, segment_ids):
-    input_ids, input_mask, segment_ids = check_serving_inputs(
-        input_ids, input_mask, segment_ids, encoder.config)
-    outputs = encoder(input_ids, input_mask, segment_ids, training=False)
-    sequence_output = tf.cast(outputs["sequence_output"], tf.float32)
+  def outputs(input_ids, input_mask, segment_ids) -> Dict[str, tf.Tensor]:
+    encoded = encoder(input_ids, input_mask, segment_ids, training=False)
+    sequence_output = tf.cast(encoded["sequence_output"], tf.float32)
     result = {"sequence_output": sequence_output,
               "pooled_output": sequence_output[:, 0]}
     if head is not None:
-      logits = head(outputs["sequence_output"])
+      logits = head(encoded["sequence_output"])
       result.update(discriminator_logits=logits,
                     discriminator_probs=tf.sigmoid(logits))
     return result
 
+  @tf.function(input_signature=input_signature())
+  def serve(input_ids, input_mask, segment_ids):
+    return outputs(*check_serving_inputs(input_ids, input_mask, segment_ids,
+                                         encoder.config))
+
+  serve_text = None
+  if text_encoder is not None:
+    max_length = max_seq_length or encoder.config.max_position_embeddings
+
+    @tf.function(input_signature=[serving_text.text_spec("text")],
+                 autograph=False)
+    def serve_text(text):
+      inputs = text_encoder.pack(serving_text.check_utf8(text, "text"), None,
+                                 max_length)
+      result = outputs(inputs["input_ids"], inputs["input_mask"],
+                       inputs["segment_ids"])
+      result.update(tokens=inputs["tokens"], input_mask=inputs["input_mask"])
+      return result
+
   return variables_module(serve, list(encoder.variables) + (
-      list(head.variables) if head is not None else []))
+      list(head.variables) if head is not None else []), serve_text, text_encoder)
 
 
 def variables_module(serve: tf.types.experimental.GenericFunction,
-                     variables: List[tf.Variable]) -> tf.Module:
-  """A tf.Module holding `serve` and only the variables it reads.
+                     variables: List[tf.Variable],
+                     serve_text: Optional[tf.types.experimental.GenericFunction] = None,
+                     text_encoder: Optional[serving_text.TextEncoder] = None
+                     ) -> tf.Module:
+  """A tf.Module holding `serve` (and `serve_text` with the text_encoder it
+  reads) and only the variables they read.
 
   Only the variables are tracked (not the Keras layers), so the SavedModel
   holds plain functions and variables that load anywhere.
@@ -112,33 +147,45 @@ def variables_module(serve: tf.types.experimental.GenericFunction,
   module = tf.Module()
   module.model_variables = variables
   module.serve = serve
+  if serve_text is not None:
+    module.serve_text = serve_text
+    module.text_encoder = text_encoder
   return module
 
 
 def save_serving_module(module: tf.Module, export_dir: str,
                         overwrite: bool = False) -> str:
-  """Saves `module.serve` as `serving_default` through a temporary directory.
+  """Saves `module.serve` as `serving_default` (and `module.serve_text`, if
+  any, as `text`) through a temporary directory.
 
   An existing non-empty `export_dir` is an error unless `overwrite`; it is
   replaced only by a complete export.
   """
+  signatures = {"serving_default": module.serve.get_concrete_function()}
+  if hasattr(module, "serve_text"):
+    signatures[serving_text.TEXT_SIGNATURE] = module.serve_text.get_concrete_function()
   with checkpoints.atomic_output_dir(export_dir, "--export_dir",
                                      overwrite=overwrite) as tmp_dir:
-    tf.saved_model.save(module, tmp_dir, signatures={
-        "serving_default": module.serve.get_concrete_function()})
+    tf.saved_model.save(module, tmp_dir, signatures=signatures)
     stop_points.reached("export_written")
   return export_dir
 
 
 def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
-                       export_dir: str, overwrite: bool = False) -> str:
+                       export_dir: str, overwrite: bool = False,
+                       tokenizer: Optional[tokenization.FullTokenizer] = None,
+                       max_seq_length: Optional[int] = None) -> str:
   """Writes the SavedModel described in the module docstring; returns its dir.
 
   `model` is an ElectraPretrainer (its discriminator and head are exported) or
-  a discriminator TransformerEncoder.  An existing non-empty `export_dir` is
-  an error unless `overwrite`; it is replaced only by a complete export.
+  a discriminator TransformerEncoder.  With the model's `tokenizer` the export
+  has the `text` signature too (texts cut to max_seq_length pieces, default
+  max_position_embeddings).  An existing non-empty `export_dir` is an error
+  unless `overwrite`; it is replaced only by a complete export.
   """
-  return save_serving_module(serving_module(model), export_dir, overwrite)
+  with serving_text.text_encoder(tokenizer) as text_encoder:
+    module = serving_module(model, text_encoder, max_seq_length)
+    return save_serving_module(module, export_dir, overwrite)
 
 
 FLAGS = flags.FLAGS
@@ -149,15 +196,28 @@ def _define_flags() -> None:
   flags.DEFINE_string("checkpoint", None,
                       "Project or official checkpoint (prefix or directory).")
   flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
+  flags.DEFINE_string("vocab_file", None,
+                      "The model's WordPiece vocab, for the `text` signature.")
+  flags.DEFINE_boolean("do_lower_case", True,
+                       "Lower-case texts (as the model's training data were).")
+  flags.DEFINE_boolean("strip_accents", True,
+                       "Strip accents when lower-casing (as the model's training data).")
   flags.DEFINE_string("export_dir", None, "New directory for the SavedModel.")
-  flags.mark_flags_as_required(["checkpoint", "export_dir"])
+  flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"])
 
 
 def main() -> int:
+  config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+                                         FLAGS.strip_accents)
+  tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, FLAGS.vocab_file)
+  tokenization.special_ids(tokenizer.vocab, FLAGS.vocab_file)
   prefix = checkpoints.resolve_checkpoint(FLAGS.checkpoint)
-  pretrainer = build_model(PretrainingConfig.from_flags(FLAGS.hparams, {}))
+  pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix)
-  print(f"wrote {export_saved_model(pretrainer, FLAGS.export_dir)}")
+  export_dir = export_saved_model(pretrainer, FLAGS.export_dir, tokenizer=tokenizer,
+                                  max_seq_length=config.max_seq_length)
+  print(f"wrote {export_dir}")
   return 0
 
 

@@ -10,10 +10,14 @@ when the next job starts.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
-from typing import List
+import socket
+import time
+from typing import Iterator, List
 
 # <final>.tmp-<pid>: a write in progress; <final>.old-<pid>: the previous
 # version while an output directory is being replaced.
@@ -98,3 +102,40 @@ def check_writable(directory: str, what: str) -> None:
     os.remove(probe)
   except OSError as e:
     raise ValueError(f"{what} {directory}: not writable ({e.strerror or e})") from e
+
+
+LOCK_FILE = ".lock"  # in a job's model_dir while the job runs
+
+
+@contextlib.contextmanager
+def exclusive_use(directory: str, what: str) -> Iterator[None]:
+  """Holds `directory` for this process: a second job on it is refused.
+
+  An advisory `fcntl.flock` on `directory/.lock`, which also records who holds
+  it (pid, host, start time).  The operating system releases the lock when
+  the process ends, however it ends (kill -9 included), so a killed job
+  never leaves its directory locked.  Raises ValueError naming `what` (a flag
+  or hparam) and the holder when another process holds it.  On file systems
+  without flock (some network or object stores) the lock is not enforced.
+  """
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, LOCK_FILE)
+  handle = open(path, "a+", encoding="utf-8")
+  try:
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      handle.seek(0)
+      holder = handle.read().strip() or "another process"
+      raise ValueError(f"{what} {directory}: in use by another job ({holder}); wait "
+                       f"for it to end or use another {what}") from None
+    except OSError:  # no flock here: run unlocked
+      pass
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+    handle.flush()
+    yield
+  finally:
+    handle.close()  # releases the lock

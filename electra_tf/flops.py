@@ -7,6 +7,14 @@ dense one-hot multiplies; the backward pass costs the same as the forward
 pass, so training is 2x the forward FLOPs.  The MLM softmax is only applied to
 `output_frac` of the positions (official 0.15625, i.e. 20 of 128 or 80 of 512
 tokens).  All counts are per sequence of `seq_length` tokens (floats).
+
+Electric (two_tower_generator; the official script has no count for it) is
+counted by the same rules: two generator-sized towers (their causal
+attention masks scores that are still computed, so a tower costs what an
+encoder does), the cloze head on every position (output fraction 1.0) reading
+both towers (input width 2 x hidden), the discriminator with its binary head,
+and with electric_objective two more additions per token (log q and the
+prior log-odds added to the discriminator's logits).
 """
 
 import dataclasses
@@ -19,6 +27,7 @@ LAYER_NORM_FLOPS = 5  # mean, variance (square and sum), bias, scale
 ACTIVATION_FLOPS = 8  # tanh-approximated GELU
 SOFTMAX_FLOPS = 5  # max-subtract, exp, sum, divide
 OFFICIAL_OUTPUT_FRAC = 0.15625
+ELECTRIC_NOISE_FLOPS = 2  # + log q, + log(mask_prob / (1 - mask_prob)) per token
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +83,15 @@ def input_embedding_flops(t: TransformerSize) -> float:
   return float(per_token * s)
 
 
-def mlm_head_flops(t: TransformerSize, output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
-  """Forward FLOPs of the masked-LM head on `output_frac` of the positions."""
-  h, e, v = t.hidden_size, t.e, t.vocab_size
+def mlm_head_flops(t: TransformerSize, output_frac: float = OFFICIAL_OUTPUT_FRAC,
+                   input_size: Optional[int] = None) -> float:
+  """Forward FLOPs of the masked-LM head on `output_frac` of the positions.
+
+  `input_size`: width of the head's input (hidden_size when None; 2 x
+  hidden_size for Electric's cloze head over the two towers).
+  """
+  h = t.hidden_size if input_size is None else input_size
+  e, v = t.e, t.vocab_size
   per_token = (2 * h * e + e + ACTIVATION_FLOPS * e + LAYER_NORM_FLOPS * e  # dense
                + 2 * e * v  # logits against the embedding table
                + SOFTMAX_FLOPS * v + 2 * v)  # softmax and target-word pick
@@ -113,6 +128,13 @@ def train_flops_per_sequence(masked_lm: Optional[TransformerSize],
   return total
 
 
+def two_tower_train_flops(t: TransformerSize) -> float:
+  """Forward + backward FLOPs of Electric's two-tower cloze generator, whose
+  towers both have size `t`; the cloze head covers every position."""
+  towers = 2 * (t.num_layers * block_flops(t) + input_embedding_flops(t))
+  return 2 * (towers + mlm_head_flops(t, 1.0, input_size=2 * t.hidden_size))
+
+
 def inference_flops_per_sequence(t: TransformerSize) -> float:
   """Forward FLOPs of a classifier on one sequence (official get_infer_flops)."""
   return t.num_layers * block_flops(t) + input_embedding_flops(t) + binary_head_flops(t)
@@ -125,7 +147,8 @@ def model_sizes(config: PretrainingConfig
   BERT (electra_objective=false): the model is the masked LM, no
   discriminator.  ELECTRA: the generator shares the embedding width unless its
   embeddings are untied; a tied generator (untied_generator=false) is the
-  discriminator network; the uniform generator has no network (None).
+  discriminator network; the uniform generator has no network (None).  A
+  two-tower generator: masked_lm is the size of each tower.
   """
   def size(model, embedding_size):
     return TransformerSize(
@@ -135,7 +158,7 @@ def model_sizes(config: PretrainingConfig
         num_heads=model.num_attention_heads)
 
   main = size(config.encoder_config(), config.effective_embedding_size)
-  if not config.electra_objective:
+  if not config.has_discriminator:
     return main, None
   if config.uniform_generator:
     return None, main
@@ -147,6 +170,12 @@ def model_sizes(config: PretrainingConfig
 
 def flops_per_seq(config: PretrainingConfig,
                   output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
-  """Training FLOPs of one sequence of a pre-training config (see model_sizes)."""
+  """Training FLOPs of one sequence of a pre-training config (see model_sizes;
+  `output_frac` applies to a masked LM, not to a cloze generator)."""
   masked_lm, discriminator = model_sizes(config)
-  return train_flops_per_sequence(masked_lm, discriminator, output_frac)
+  if not config.two_tower_generator:
+    return train_flops_per_sequence(masked_lm, discriminator, output_frac)
+  total = two_tower_train_flops(masked_lm) + encoder_train_flops(discriminator, False)
+  if config.electric_objective:
+    total += 2 * ELECTRIC_NOISE_FLOPS * config.max_seq_length
+  return total

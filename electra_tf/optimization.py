@@ -6,7 +6,9 @@ in a custom training loop, inside `tf.function` and under `tf.distribute`.
 
 Per variable `w` (any shape) with gradient `g` (same shape), after the
 gradients of all replicas are summed and the summed list is clipped to global
-norm 1.0 (the norm of the dense gradients, `clip_by_global_norm`):
+norm 1.0 (the norm of the dense gradients, `clip_by_global_norm`; with
+`clip_per_replica`, each replica's list is clipped to norm 1.0 before the sum
+and the sum is not clipped again, as in the official TPU training):
 
   m = beta_1 * m + (1 - beta_1) * g
   v = beta_2 * v + (1 - beta_2) * g^2
@@ -174,12 +176,19 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   `apply_gradients` (replica context) sums gradients across replicas, clips
   the summed list to global norm 1.0 (`global_clipnorm`), then runs
   `update_step` per variable; see the module docstring for the update.
+
+  `clip_per_replica`: clip each replica's gradient list to global norm 1.0
+  (its own dense norm) and sum the clipped lists, unclipped: the official
+  TPU path, where create_optimizer clips each core's gradients and
+  tf.tpu.CrossShardOptimizer sums them across cores.  Off: the official
+  single-device path, one clip of the (summed) gradient.
   """
 
   def __init__(self, learning_rate: ElectraLearningRate,
                weight_decay_rate: float = 0.0,
                layerwise_lr_decay: Optional[float] = None,
                n_transformer_layers: Optional[int] = None,
+               clip_per_replica: bool = False,
                name: str = "AdamWeightDecay", **kwargs):
     # Keras's own weight decay (applied before the update, in another order)
     # is off; the official decay is part of `update_step`.  XLA is off so that
@@ -192,6 +201,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self.weight_decay_rate = weight_decay_rate
     self.layerwise_lr_decay = layerwise_lr_decay
     self.n_transformer_layers = n_transformer_layers
+    self.clip_per_replica = clip_per_replica
 
   def build(self, var_list):
     super().build(var_list)
@@ -227,8 +237,20 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     m.assign(next_m)
     v.assign(next_v)
 
+  def aggregate_gradients(self, grads_and_vars):
+    """Sums the replicas' gradients; with clip_per_replica clips each
+    replica's list first (official TPU: clip, then CrossShardOptimizer)."""
+    if self.clip_per_replica:
+      grads, variables = zip(*grads_and_vars)
+      grads_and_vars = list(zip(clip_by_global_norm(grads, self.global_clipnorm),
+                                variables))
+    return super().aggregate_gradients(grads_and_vars)
+
   def _clip_gradients(self, grads):
-    """Keras' global_clipnorm hook: the official clip with the true norm."""
+    """Keras' global_clipnorm hook: the official clip with the true norm
+    (none with clip_per_replica: the summed gradients are applied as they are)."""
+    if self.clip_per_replica:
+      return grads
     return clip_by_global_norm(grads, self.global_clipnorm)
 
   def current_learning_rate(self) -> tf.Tensor:
@@ -250,7 +272,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     config.update(learning_rate=self._serialize_hyperparameter(self._learning_rate),
                   weight_decay_rate=self.weight_decay_rate,
                   layerwise_lr_decay=self.layerwise_lr_decay,
-                  n_transformer_layers=self.n_transformer_layers)
+                  n_transformer_layers=self.n_transformer_layers,
+                  clip_per_replica=self.clip_per_replica)
     return config
 
   @classmethod
@@ -266,14 +289,23 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
                      num_warmup_steps: float, weight_decay_rate: float,
                      lr_decay_power: float = 1.0,
                      layerwise_lr_decay: Optional[float] = None,
-                     n_transformer_layers: Optional[int] = None
-                     ) -> AdamWeightDecay:
+                     n_transformer_layers: Optional[int] = None,
+                     clip_per_replica: bool = False) -> AdamWeightDecay:
   """Official `create_optimizer` settings; create it under `strategy.scope()`.
 
   `num_warmup_steps` may be fractional (fine-tuning's
   max(num_train_steps * warmup_proportion, warmup_steps)).  Layer-wise decay is
   on when `layerwise_lr_decay` > 0 (official `layerwise_lr_decay_power`) and
-  then needs `n_transformer_layers`.
+  then needs `n_transformer_layers`.  `clip_per_replica`: see AdamWeightDecay.
+
+      with strategy.scope():
+        optimizer = create_optimizer(config.learning_rate, config.num_train_steps,
+                                     config.num_warmup_steps, config.weight_decay_rate,
+                                     lr_decay_power=config.lr_decay_power)
+      # in a tf.function, per replica, the loss scaled to a share of the
+      # global batch's (train_loop.Trainer does this):
+      optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+      optimizer.current_learning_rate()  # the base rate the last update used
   """
   if not learning_rate > 0:
     raise ConfigError(f"learning_rate: {learning_rate} must be > 0")
@@ -296,7 +328,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
                                  num_warmup_steps, lr_decay_power)
   return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,
                          layerwise_lr_decay=layerwise_lr_decay,
-                         n_transformer_layers=n_transformer_layers)
+                         n_transformer_layers=n_transformer_layers,
+                         clip_per_replica=clip_per_replica)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ and kills it there, exactly in the act.  The points:
                       result is written yet
   export_written      a SavedModel is complete in its temporary directory,
                       not yet renamed to the export directory
+  step_logged         a training loop has logged a step (every log_every)
 
 Without the variable (every real run) `reached` only reads a dict.
 """
@@ -30,7 +31,8 @@ import time
 from typing import Dict
 
 ENV_VAR = "ELECTRA_TF_STOP_AT"
-POINTS = ("checkpoint_written", "tfrecords_writing", "eval_batch", "export_written")
+POINTS = ("checkpoint_written", "tfrecords_writing", "eval_batch", "export_written",
+          "step_logged")
 
 _counts: Dict[str, int] = {}
 

@@ -16,12 +16,13 @@ Pipeline (identical in both tokenizers):
 for code that needs word pieces of single texts. `FastTokenizer` runs the
 same pipeline with tensorflow-text on batches of lines, string [B] -> ragged
 int64 ids [B, (tokens)], returned as `tokenize_to_ids([line, ...]) ->
-[[id, ...], ...]`, for bulk work. Its character classes and lower-case table
-are taken from Python's `unicodedata`, so both tokenizers see the same
-Unicode version, and it hands the rare lines that need context-dependent
-lower-casing (capital sigma, dotted capital I) to the reference.
+[[id, ...], ...]`, for bulk work. Its character classes and lower-case
+tables are taken from Python's `str.lower` and `unicodedata`, so both
+tokenizers see the same Unicode version; the context-dependent final sigma
+and the two-character lower case of U+0130 are done as `str.lower` does them.
 `FastBasicTokenizer.split_words` is steps 1-4 alone: string [B] -> ragged
-words [B, (words)].
+words [B, (words)]; `wordpieces` is step 5 on such words. Both are graph ops
+only (no Python), so SavedModels can hold them (electra_tf.serving_text).
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -42,9 +42,7 @@ MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
 UNK_TOKEN = "[UNK]"
 WORDPIECE_PREFIX = "##"
 _SURROGATES = range(0xD800, 0xE000)
-# str.lower() of these depends on context (final sigma) or yields two
-# characters (U+0130 -> "i" + U+0307): FastTokenizer leaves them to Python.
-_CONTEXT_LOWER_CHARS = re.compile("[\u03a3\u0130]")
+_CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 
 
 class DataError(ValueError):
@@ -232,9 +230,33 @@ def _re2_class(codepoints: Sequence[int]) -> str:
       for a, b in zip(starts.tolist(), ends.tolist())) + "]"
 
 
+def _lower_case_context(assigned: Sequence[int]):
+  """The classes str.lower's final-sigma rule reads, probed from str.lower.
+
+  CPython lower-cases capital sigma to final sigma when, skipping
+  case-ignorable characters, a cased character precedes it and none follows.
+  Probing "cΣ" and "AcΣ" sorts every character c into: cased (and not
+  ignorable), case-ignorable, or neither.
+  """
+  cased, ignorable = [], []
+  for cp in assigned:
+    char = chr(cp)
+    if (char + _CAPITAL_SIGMA).lower().endswith(_FINAL_SIGMA):
+      cased.append(cp)
+    elif ("A" + char + _CAPITAL_SIGMA).lower().endswith(_FINAL_SIGMA):
+      ignorable.append(cp)
+  cased_class, ignorable_class = _re2_class(cased), _re2_class(ignorable)
+  neither_class = "[^" + _re2_class(sorted(cased + ignorable))[1:]
+  # One pass finds every final sigma: a match ends at a character that is
+  # neither cased nor ignorable (or the end), which no later match needs.
+  return (f"({cased_class}{ignorable_class}*)\\x{{{ord(_CAPITAL_SIGMA):X}}}"
+          f"({ignorable_class}*(?:{neither_class}|$))")
+
+
 @functools.lru_cache(maxsize=1)
 def _unicode_tables():
-  """RE2 classes and the lower-case table, from Python's unicodedata."""
+  """RE2 classes and the lower-case tables, from Python's unicodedata and
+  str.lower."""
   categories = list(map(unicodedata.category, map(chr, range(0x110000))))
   # Unassigned (Cn), private-use (Co) and surrogate (Cs) codepoints, ~970k of
   # them, are all dropped (C*) and have no other property: skip them here.
@@ -242,6 +264,7 @@ def _unicode_tables():
               if category not in ("Cn", "Co", "Cs")]
   kept, space, cjk, punct, nonspacing = [], [], [], [], []
   lower = np.arange(0x110000, dtype=np.int32)
+  multi_lower = {}  # characters whose lower case is several characters
   for cp in assigned:
     char, category = chr(cp), categories[cp]
     if _is_dropped(char, category):
@@ -259,20 +282,26 @@ def _unicode_tables():
     lowered = char.lower()
     if len(lowered) == 1:
       lower[cp] = ord(lowered)
+    else:
+      multi_lower[f"\\x{{{cp:X}}}"] = lowered
   dropped = np.ones(0x110000, dtype=bool)
   dropped[kept] = False
   dropped[_SURROGATES.start:_SURROGATES.stop] = False  # never in UTF-8 text
+  # Codepoints above the last one that changes map to themselves.
+  lower = lower[:np.flatnonzero(lower != np.arange(0x110000)).max() + 1]
   return {"drop": _re2_class(np.flatnonzero(dropped)), "space": _re2_class(space),
           "cjk": _re2_class(cjk), "punct": _re2_class(punct),
-          "nonspacing": _re2_class(nonspacing), "lower": lower}
+          "nonspacing": _re2_class(nonspacing), "lower": lower,
+          "multi_lower": multi_lower,
+          "final_sigma": _lower_case_context(kept)}
 
 
 class FastBasicTokenizer:
   """Steps 1-4 of the module docstring with tensorflow ops, on batches.
 
   `split_words(lines)` maps a string tensor [B] to ragged words [B, (words)];
-  it is traceable (tf.data map, tf.function). It lower-cases codepoint by
-  codepoint, so capital sigma always becomes a non-final sigma.
+  it is traceable (tf.data map, tf.function, SavedModels) and lower-cases
+  exactly as str.lower.
   """
 
   def __init__(self, do_lower_case: bool = True, strip_accents: bool = True):
@@ -281,13 +310,23 @@ class FastBasicTokenizer:
     self._tables = _unicode_tables()
 
   def _lower_case(self, text):
-    # ASCII lines (most) by the byte-wise op, the others through the table.
+    # ASCII lines (most) by the byte-wise op, the others as str.lower: final
+    # sigmas and multi-character lower cases by regex, then codepoint by
+    # codepoint through the table.
+    tables = self._tables
     is_ascii = tf.cast(tf.strings.regex_full_match(text, r"[\x00-\x7f]*"), tf.int32)
     other, ascii_text = tf.dynamic_partition(text, is_ascii, 2)
     other_rows, ascii_rows = tf.dynamic_partition(tf.range(tf.size(text)), is_ascii, 2)
+    other = tf.strings.regex_replace(other, tables["final_sigma"],
+                                     "\\1" + _FINAL_SIGMA + "\\2")
+    for pattern, lowered in tables["multi_lower"].items():
+      other = tf.strings.regex_replace(other, pattern, lowered)
     codepoints = tf.strings.unicode_decode(other, "UTF-8")
+    table = tf.constant(tables["lower"])
+    size = len(tables["lower"])
     lowered = tf.ragged.map_flat_values(
-        tf.gather, tf.constant(self._tables["lower"]), codepoints)
+        lambda cps: tf.where(cps < size, tf.gather(table, tf.minimum(cps, size - 1)), cps),
+        codepoints)
     return tf.dynamic_stitch(
         [other_rows, ascii_rows],
         [tf.strings.unicode_encode(lowered, "UTF-8"), tf.strings.lower(ascii_text)])
@@ -307,31 +346,44 @@ class FastBasicTokenizer:
     return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
 
 
+def fast_wordpiece(vocab: Dict[str, int], token_out_type: tf.DType
+                   ) -> tf_text.FastWordpieceTokenizer:
+  """The WordPiece of step 5 over `vocab` (token -> id), giving int64 ids or
+  tf.string pieces; apply it with `wordpieces`."""
+  if UNK_TOKEN not in vocab:
+    raise DataError(f"vocab: missing special token(s) {UNK_TOKEN}")
+  return tf_text.FastWordpieceTokenizer(
+      vocab=sorted(vocab, key=vocab.get), suffix_indicator=WORDPIECE_PREFIX,
+      # 4 UTF-8 bytes per character: never reached by words of <= 200 chars.
+      max_bytes_per_word=4 * MAX_CHARS_PER_WORD, token_out_type=token_out_type,
+      unknown_token=UNK_TOKEN, no_pretokenization=True)
+
+
+def wordpieces(wordpiece: tf_text.FastWordpieceTokenizer,
+               words: tf.RaggedTensor) -> tf.RaggedTensor:
+  """Step 5: ragged words [..., (words)] -> [..., (words), (pieces)] of the
+  tokenizer's output type; a word of more than MAX_CHARS_PER_WORD characters
+  is one [UNK]."""
+  too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+  # The word "[UNK]" is in the vocab, so WordPiece maps it to [UNK] whole.
+  return wordpiece.tokenize(
+      words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values)))
+
+
 class FastTokenizer:
   """tensorflow-text tokenizer giving the ids of `FullTokenizer`, in batches."""
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True,
                strip_accents: bool = True):
-    self.reference = FullTokenizer(vocab_file, do_lower_case, strip_accents)
-    self.vocab = self.reference.vocab
+    self.vocab = load_vocab(vocab_file)
     if UNK_TOKEN not in self.vocab:
       raise DataError(f"vocab file {vocab_file}: missing special token(s) {UNK_TOKEN}")
     basic = FastBasicTokenizer(do_lower_case, strip_accents)
-    wordpiece = tf_text.FastWordpieceTokenizer(
-        vocab=sorted(self.vocab, key=self.vocab.get),
-        suffix_indicator=WORDPIECE_PREFIX,
-        # 4 UTF-8 bytes per character: never reached by words of <= 200 chars.
-        max_bytes_per_word=4 * MAX_CHARS_PER_WORD, token_out_type=tf.int64,
-        unknown_token=UNK_TOKEN, no_pretokenization=True)
-    self._do_lower_case = do_lower_case
+    wordpiece = fast_wordpiece(self.vocab, tf.int64)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(lines):
-      words = basic.split_words(lines)
-      too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
-      # The word "[UNK]" is in the vocab, so WordPiece maps it to [UNK] whole.
-      words = words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values))
-      ids = wordpiece.tokenize(words).merge_dims(1, 2)
+      ids = wordpieces(wordpiece, basic.split_words(lines)).merge_dims(1, 2)
       return ids.flat_values, ids.row_splits
 
     self._tokenize = tokenize
@@ -344,9 +396,18 @@ class FastTokenizer:
         np.array([line.encode("utf-8") for line in lines], dtype=object))
     flat_ids = flat_ids.numpy().tolist()
     row_splits = row_splits.numpy().tolist()
-    result = [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
-    if self._do_lower_case:
-      for i, line in enumerate(lines):
-        if _CONTEXT_LOWER_CHARS.search(line):
-          result[i] = self.reference.tokenize_to_ids([line])[0]
-    return result
+    return [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
+
+
+def candidates_mask(input_ids: tf.Tensor, input_mask: tf.Tensor,
+                    special: SpecialIds,
+                    disallow_from_mask: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """bool [B, S]: real tokens other than [CLS], [SEP], [MASK], [PAD], and
+  not in `disallow_from_mask` (bool [B, S]) when given (official
+  get_candidates_mask)."""
+  candidates = tf.cast(input_mask, tf.bool)
+  for token_id in (special.cls_id, special.sep_id, special.mask_id, special.pad_id):
+    candidates &= tf.not_equal(input_ids, token_id)
+  if disallow_from_mask is not None:
+    candidates &= ~tf.cast(disallow_from_mask, tf.bool)
+  return candidates

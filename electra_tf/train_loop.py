@@ -25,7 +25,13 @@ boundaries:
     latest (float16 loss scaling is different: a step whose gradients
     overflow is skipped by the optimizer and is not a fault);
   * a checkpoint that cannot be written (full disk, unwritable directory)
-    is a one-line `CheckpointError`, the previous checkpoint intact.
+    is a one-line `CheckpointError`, the previous checkpoint intact;
+  * SIGTERM (what a preempted cloud VM or a TPU maintenance event sends) or
+    SIGINT (Ctrl-C) stops the run at the next loop boundary (at most
+    log_every / iterations_per_loop steps later) with a checkpoint at that
+    step: `Preempted` is raised, and rerunning the command resumes exactly
+    there.  Under MultiWorkerMirroredStrategy a signal to any worker stops
+    every worker at the same step (the decision is all-reduced).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ import functools
 import json
 import math
 import os
+import signal
+import sys
+import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -44,6 +53,7 @@ import tf_keras as keras
 from electra_tf import checkpoints
 from electra_tf import fileio
 from electra_tf import optimization
+from electra_tf import stop_points
 from electra_tf.modeling import dropout
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Tuple[Dict[str, tf.Tensor], tf.Tensor]]
@@ -51,8 +61,54 @@ LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor],
                   Tuple[tf.Tensor, Dict[str, tf.Tensor]]]
 
 
+# The checkpoint entry of the training input's position (a tf.data iterator).
+INPUT_KEY = "train_input"
+
+
 class TrainingError(ValueError):
   """The run cannot go on (non-finite loss, unusable model_dir); one line."""
+
+
+class Preempted(Exception):
+  """A stop signal arrived; a checkpoint of the current step was saved.
+
+  `exit_status` is the shell's for the signal (128 + its number: 143 for
+  SIGTERM, 130 for SIGINT), so a scheduler sees the job did not finish.
+  """
+
+  def __init__(self, signal_name: str, step: int, checkpoint: str):
+    super().__init__(f"stopped by {signal_name} at step {step}; {checkpoint} is saved: "
+                     "rerun the same command to resume")
+    number = getattr(signal.Signals, signal_name, signal.SIGTERM)
+    self.exit_status = 128 + int(number)
+
+  def report(self, program: str) -> int:
+    """Prints the one line on stderr; returns the exit status."""
+    print(f"{program}: {self}", file=sys.stderr, flush=True)
+    return self.exit_status
+
+
+class StopSignals:
+  """While active (a context manager), SIGTERM and SIGINT only set `received`
+  (the name of the first one), for the loop to stop at its next boundary."""
+
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+  def __init__(self):
+    self.received: Optional[str] = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    self.received = self.received or signal.Signals(signum).name
+
+  def __enter__(self) -> "StopSignals":
+    if threading.current_thread() is threading.main_thread():
+      self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+    return self
+
+  def __exit__(self, *exc) -> None:
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
 
 
 def format_duration(seconds: float) -> str:
@@ -168,7 +224,8 @@ class Trainer:
     jit_compile: XLA-compile the per-replica step.
 
   `checkpoint` is `tf.train.Checkpoint(model=..., optimizer=...)`, the layout
-  of every training checkpoint of the project.
+  of every training checkpoint of the project; pre-training checkpoints also
+  hold the input pipeline's position (INPUT_KEY, see `train`).
   """
 
   def __init__(self, strategy: tf.distribute.Strategy,
@@ -223,19 +280,29 @@ class Trainer:
     latest = tf.train.latest_checkpoint(directory)
     if latest:
       status = self.checkpoint.restore(latest)
-      if self.optimizer is None:
-        status.expect_partial()
-      else:
+      if self.optimizer is not None:
         status.assert_existing_objects_matched()
+      # A saved input position (INPUT_KEY) is restored by the job.
+      status.expect_partial()
     return latest
 
   def train(self, loss_fn: LossFn, loss_names: Sequence[str], iterator,
             directory: str, keep_checkpoints: int, schedule: "Schedule", writer,
-            fault_context: str = "") -> int:
+            fault_context: str = "", input_state=None) -> int:
     """Trains from the optimizer's step to schedule.total_steps, saving
-    `ckpt-<step>` checkpoints in `directory` (`train_to_end`); returns the step."""
+    `ckpt-<step>` checkpoints in `directory` (`train_to_end`); returns the step.
+
+    `input_state` (a tf.data iterator) is saved in every checkpoint as
+    INPUT_KEY, so that a resumed run restores its position instead of
+    reading the consumed examples again.
+    """
+    checkpoint = self.checkpoint
+    if input_state is not None:
+      checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                       **{INPUT_KEY: input_state})
+      checkpoint.save_counter.assign(self.checkpoint.save_counter)
     manager = checkpoints.training_checkpoint_manager(
-        self.checkpoint, directory, keep_checkpoints, self.optimizer.iterations)
+        checkpoint, directory, keep_checkpoints, self.optimizer.iterations)
     return train_to_end(self.step_loop(loss_fn, loss_names), iterator, self.optimizer,
                         manager, schedule, writer, fault_context)
 
@@ -243,11 +310,14 @@ class Trainer:
 # ------------------------------------------------------------ the loop
 def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
                    loss_names: Sequence[str], iterations: tf.Variable):
-  """A tf.function (iterator, num_steps) -> (losses, faulty_step).
+  """A tf.function (iterator, num_steps, stop) -> (losses, faulty_step, stopping).
 
-  Runs up to `num_steps` steps; `losses` are those of the last step run
-  (summed over replicas), `faulty_step` the 1-based global step at which a
-  replica reported a NaN/Inf, where the loop stopped, or -1.
+  `stop` (bool scalar) says whether this worker received a stop signal; the
+  loop first all-reduces it, and when any worker did, runs no step and
+  returns `stopping` true on every worker.  Otherwise it runs up to
+  `num_steps` steps; `losses` are those of the last step run (summed over
+  replicas), `faulty_step` the 1-based global step at which a replica
+  reported a NaN/Inf, where the loop stopped, or -1.
   """
 
   def replica_step(batch):
@@ -255,9 +325,14 @@ def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
     return losses, tf.cast(tf.logical_not(finite), tf.int32)
 
   @tf.function
-  def step_loop(iterator, num_steps):
+  def step_loop(iterator, num_steps, stop):
     losses = {name: tf.constant(0.0) for name in loss_names}
     faulty_step = tf.constant(-1, tf.int64)
+    stopping = strategy.reduce(
+        tf.distribute.ReduceOp.SUM,
+        strategy.run(lambda: tf.cast(stop, tf.int32)), axis=None) > 0
+    if stopping:
+      num_steps = tf.zeros_like(num_steps)
     for _ in tf.range(num_steps):
       replica_losses, replica_faulty = strategy.run(replica_step, args=(next(iterator),))
       losses = {name: strategy.reduce(tf.distribute.ReduceOp.SUM,
@@ -267,7 +342,7 @@ def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
       if num_faulty > 0:
         faulty_step = tf.cast(iterations, tf.int64)
         break
-    return losses, faulty_step
+    return losses, faulty_step, stopping
 
   return step_loop
 
@@ -294,29 +369,47 @@ def train_to_end(step_loop, iterator, optimizer, manager: tf.train.CheckpointMan
   """
   step = int(optimizer.iterations.numpy())
   progress = ProgressLog(schedule.total_steps, schedule.batch_size, step)
-  while step < schedule.total_steps:
-    boundary = min(_next_multiple(step, schedule.log_every),
-                   _next_multiple(step, schedule.save_every),
-                   step + schedule.steps_per_loop, schedule.total_steps)
-    losses, faulty_step = step_loop(iterator, tf.constant(boundary - step))
-    values = {name: float(value.numpy()) for name, value in losses.items()}
-    faulty_step = int(faulty_step.numpy())
-    if faulty_step >= 0:
-      raise TrainingError(
-          f"NaN or Inf in the loss or gradients at step {faulty_step}"
-          f"{fault_context} (losses {values}); stopped without saving, the last "
-          f"good checkpoint {manager.latest_checkpoint} stays the latest")
-    step = int(optimizer.iterations.numpy())
-    values["lr"] = float(
-        optimization.base_optimizer(optimizer).current_learning_rate())
-    if step % schedule.log_every == 0 or step == schedule.total_steps:
-      log(progress.line(step, values))
-      with writer.as_default(step=step):
-        for name, value in values.items():
-          tf.summary.scalar(name, value)
-    if step % schedule.save_every == 0 or step == schedule.total_steps:
-      writer.flush()
-      checkpoints.save_checkpoint(manager, step)
-      log(f"Saved checkpoint {manager.latest_checkpoint}")
+  with StopSignals() as signals:
+    while step < schedule.total_steps:
+      boundary = min(_next_multiple(step, schedule.log_every),
+                     _next_multiple(step, schedule.save_every),
+                     step + schedule.steps_per_loop, schedule.total_steps)
+      losses, faulty_step, stopping = step_loop(
+          iterator, tf.constant(boundary - step), tf.constant(signals.received is not None))
+      if bool(stopping.numpy()):
+        writer.flush()
+        if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(
+            f"-{step}"):
+          checkpoints.save_checkpoint(manager, step)
+        raise Preempted(signals.received or "a stop signal to another worker", step,
+                        manager.latest_checkpoint)
+      step = _after_loop(losses, faulty_step, optimizer, manager, schedule, writer,
+                         progress, fault_context)
   writer.flush()
+  return step
+
+
+def _after_loop(losses, faulty_step, optimizer, manager, schedule: Schedule, writer,
+                progress: ProgressLog, fault_context: str) -> int:
+  """Checks, logs and saves after a step_loop call; returns the new step."""
+  values = {name: float(value.numpy()) for name, value in losses.items()}
+  faulty_step = int(faulty_step.numpy())
+  if faulty_step >= 0:
+    raise TrainingError(
+        f"NaN or Inf in the loss or gradients at step {faulty_step}"
+        f"{fault_context} (losses {values}); stopped without saving, the last "
+        f"good checkpoint {manager.latest_checkpoint} stays the latest")
+  step = int(optimizer.iterations.numpy())
+  values["lr"] = float(
+      optimization.base_optimizer(optimizer).current_learning_rate())
+  if step % schedule.log_every == 0 or step == schedule.total_steps:
+    log(progress.line(step, values))
+    with writer.as_default(step=step):
+      for name, value in values.items():
+        tf.summary.scalar(name, value)
+    stop_points.reached("step_logged")
+  if step % schedule.save_every == 0 or step == schedule.total_steps:
+    writer.flush()
+    checkpoints.save_checkpoint(manager, step)
+    log(f"Saved checkpoint {manager.latest_checkpoint}")
   return step

@@ -57,3 +57,28 @@ def official_debug_fixture(shared_dir) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def official_optimizer_fixture(shared_dir) -> pathlib.Path:
   return _require(shared_dir / "fixtures" / "official_optimizer")
+
+
+@pytest.fixture(scope="session")
+def official_trajectory_fixture(shared_dir) -> pathlib.Path:
+  return _require(shared_dir / "fixtures" / "official_trajectory")
+
+
+def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
+                              bert_vocab: pathlib.Path, num_lines: int,
+                              num_out_files: int) -> pathlib.Path:
+  """An official-layout data_dir under `root`: vocab.txt and
+  pretrain_tfrecords/ (max_seq_length 32) built from the first `num_lines`
+  lines of WikiText-2 valid (in corpus/)."""
+  from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
+  (root / "corpus").mkdir(parents=True)
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()[:num_lines]
+  (root / "corpus" / "wiki.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  tfrecords.build_tfrecords(str(root / "corpus"), str(bert_vocab),
+                            str(root / "pretrain_tfrecords"), max_seq_length=32,
+                            num_out_files=num_out_files, num_processes=1, seed=0,
+                            log=lambda _: None)
+  (root / "vocab.txt").write_bytes(bert_vocab.read_bytes())
+  return root
+

@@ -66,3 +66,71 @@ def test_bad_flag_is_a_one_line_error():
   assert result.returncode != 0
   assert result.stderr.strip() == "electra_tf.benchmark: error: --batch_size: 0 must be > 0"
   assert result.stdout == ""
+
+
+SERVING_WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa")
+
+
+def _serving_vocab(path):
+  from electra_tf import tokenization
+  path.write_text("".join(t + "\n" for t in tokenization.SPECIAL_TOKENS +
+                          ("##s", "7", "Upper") + SERVING_WORDS), encoding="utf-8")
+  return path
+
+
+def test_serving_inputs_are_one_piece_words_and_their_ids(tmp_path):
+  from electra_tf import tokenization
+  vocab = _serving_vocab(tmp_path / "vocab.txt")
+  texts, ids = benchmark.serving_inputs(str(vocab), 3, 9, seed=1)
+  tokenizer = tokenization.FullTokenizer(str(vocab))
+  assert len(texts) == 3 and all(len(t.split()) == 7 for t in texts)
+  assert all(set(t.split()) <= set(SERVING_WORDS) for t in texts)
+  expected = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(t) + ["[SEP]"])
+              for t in texts]
+  np.testing.assert_array_equal(ids["input_ids"], expected)
+  assert ids["input_ids"].shape == (3, 9) and ids["input_ids"].dtype == np.int32
+  np.testing.assert_array_equal(ids["input_mask"], 1)
+  np.testing.assert_array_equal(ids["segment_ids"], 0)
+
+
+def test_time_calls_alternates_and_times_every_call():
+  order = []
+  seconds = benchmark.time_calls({"a": lambda: order.append("a"),
+                                  "b": lambda: order.append("b")}, calls=3, warmup_calls=1)
+  assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
+  assert [len(v) for v in seconds.values()] == [3, 3]
+  assert all(s >= 0 for v in seconds.values() for s in v)
+
+
+@pytest.mark.slow
+def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
+  from electra_tf import export, tokenization
+  from electra_tf.pretrain.model import build_model
+  vocab = _serving_vocab(tmp_path / "vocab.txt")
+  config = PretrainingConfig.create({
+      "vocab_size": len(tokenization.load_vocab(str(vocab))), "embedding_size": 8,
+      "max_seq_length": 16, "model_hparam_overrides": {
+          "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}})
+  model = build_model(config)
+  export.export_saved_model(model, str(tmp_path / "text"),
+                            tokenizer=tokenization.FullTokenizer(str(vocab)),
+                            max_seq_length=16)
+  result = run_benchmark_cli(f"--export_dir={tmp_path / 'text'}", "--batch_size=4",
+                             "--seq_length=16", "--steps=3", "--latency_calls=5",
+                             "--warmup_steps=1", "--json")
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads(result.stdout.strip().splitlines()[-1])
+  for name in ("text", "ids"):
+    assert 0 < report[f"{name}_latency_ms_p50"] <= report[f"{name}_latency_ms_p99"]
+    assert report[f"{name}_seq_per_sec"] > 0
+  np.testing.assert_allclose(report["text_extra_cost"],
+                             report["ids_seq_per_sec"] / report["text_seq_per_sec"] - 1,
+                             rtol=1e-9)
+  assert (report["batch_size"], report["seq_length"]) == (4, 16)
+  assert report["device"].startswith(("CPU", "1 x"))
+  export.export_saved_model(model, str(tmp_path / "ids_only"))
+  result = run_benchmark_cli(f"--export_dir={tmp_path / 'ids_only'}", "--json")
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"electra_tf.benchmark: error: --export_dir: {tmp_path / 'ids_only'} has no "
+      "`text` signature")

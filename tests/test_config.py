@@ -100,7 +100,14 @@ def test_paths_follow_official_layout():
     ({"mask_prob": 1.0}, "hparam mask_prob: 1.0 is outside (0, 1)"),
     ({"mask_prob": 0.0}, "hparam mask_prob: 0.0 is outside (0, 1)"),
     ({"model_hparam_overrides": {"hidden": 3}}, "model_hparam_overrides: unknown key"),
-    ({"electric_objective": True}, "Electric objective is not implemented"),
+    ({"electric_objective": True, "two_tower_generator": False},
+     "hparam two_tower_generator=false: electric_objective needs"),
+    ({"electric_objective": True, "untied_generator": False},
+     "hparam two_tower_generator=true needs"),
+    ({"two_tower_generator": True, "uniform_generator": True},
+     "hparam two_tower_generator=true needs"),
+    ({"two_tower_generator": True, "electra_objective": False},
+     "hparam two_tower_generator=true needs"),
     ({"max_seq_length": 1024}, "exceeds max_position_embeddings 512"),
 ])
 def test_bad_hparams_are_one_line_errors(hparams, needle):

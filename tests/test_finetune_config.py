@@ -24,7 +24,9 @@ def test_official_defaults():
 
 @pytest.mark.parametrize("task,epochs,seq", [
     ("rte", 10.0, 128), ("sts", 10.0, 128), ("squad", 2.0, 512),
-    ("squadv1", 2.0, 512), ("chunk", 3.0, 256), ("mnli", 3.0, 128)])
+    ("squadv1", 2.0, 512), ("chunk", 3.0, 256), ("mnli", 3.0, 128),
+    ("newsqa", 2.0, 512), ("triviaqa", 2.0, 512), ("searchqa", 2.0, 512),
+    ("naturalqs", 3.0, 128)])  # official name test: naturalqs has no "qa"
 def test_single_task_defaults(task, epochs, seq):
   c = FinetuningConfig.create({}, task_names=[task])
   assert (c.num_train_epochs, c.max_seq_length) == (epochs, seq)
@@ -75,7 +77,6 @@ def test_num_train_steps_counts_padded_batches():
     ({"qa_preds_file": "x"}, "hparam qa_preds_file: derived"),
     ({"task_names": "rte"}, "hparam task_names: expected a list"),
     ({"task_names": ["foo"]}, "unknown task 'foo'"),
-    ({"task_names": ["newsqa"]}, "MRQA task 'newsqa' is not implemented"),
     ({"task_names": ["rte", "rte"]}, "repeats a task"),
     ({"model_size": "huge"}, "hparam model_size"),
     ({"learning_rate": "big"}, "hparam learning_rate: expected float"),
@@ -83,6 +84,7 @@ def test_num_train_steps_counts_padded_batches():
     ({"train_batch_size": 0}, "hparam train_batch_size: 0 must be > 0"),
     ({"warmup_proportion": 1.5}, "warmup_proportion"),
     ({"task_names": ["squad"], "max_seq_length": 64}, "leave no room"),
+    ({"task_names": ["naturalqs"], "max_seq_length": 60}, "leave no room"),
     ({"task_names": ["squad"], "max_seq_length": 96, "max_query_length": 8,
       "beam_size": 100}, "hparam beam_size"),
     ({"model_hparam_overrides": {"hiden_size": 3}}, "model_hparam_overrides"),
@@ -95,4 +97,16 @@ def test_bad_hparams_raise_one_line_config_errors(hparams, message):
 
 def test_task_names_are_the_official_ones():
   assert set(TASK_NAMES) == {"cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli",
-                             "rte", "squadv1", "squad", "chunk"}
+                             "rte", "squadv1", "squad", "newsqa", "naturalqs",
+                             "triviaqa", "searchqa", "chunk"}
+
+
+def test_official_result_file_paths(tmp_path):
+  c = FinetuningConfig.create({}, task_names=["squad", "newsqa"],
+                              data_dir=str(tmp_path), model_dir="/m")
+  assert c.qa_preds_file("squad") == "/m/results/squad,newsqa_qa/squad_preds.json"
+  assert c.qa_na_file("squad") == "/m/results/squad,newsqa_qa/squad_null_odds.json"
+  assert c.qa_eval_file("newsqa", "/m/results/trial_2") == (
+      "/m/results/trial_2/squad,newsqa_qa/newsqa_eval.json")
+  assert c.test_predictions("squad", "test", 3) == (
+      "/m/test_predictions/squad_test_3_predictions.pkl")

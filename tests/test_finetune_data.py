@@ -1,5 +1,6 @@
 """Fine-tuning readers and featurization on the shared data and on small files."""
 
+import gzip
 import json
 import os
 import shutil
@@ -304,3 +305,134 @@ def test_squad_json_errors_name_file_and_place(tmp_path, tokenizer):
       {"context": "c", "qas": [{"id": "q1", "question": "q", "answers": []}]}]}]})])
   with pytest.raises(ValueError, match=r"no 'is_impossible' boolean"):
     make_task("squad", tmp_path, tokenizer).get_examples("train")
+
+
+# ------------------------------------------------------------------- GLUE: skipped train rows
+def test_short_train_rows_are_skipped_and_counted(tmp_path, tokenizer, caplog):
+  lines = ["index\ts1\ts2\tlabel", "0\ta\tb\tentailment", "1\tonly one", "",
+           "3\tc\td\tnot_entailment"]
+  _write(str(tmp_path / "finetuning_data" / "rte" / "train.tsv"), lines)
+  _write(str(tmp_path / "finetuning_data" / "mrpc" / "train.tsv"),
+         ["q\t1\t2\ta\tb", "1\t1\t2\tx\ty", "0\t1\t2\tonly x", "0\t1\t2\tu\tv"])
+  with caplog.at_level("WARNING"):
+    examples = make_task("rte", tmp_path, tokenizer).get_examples("train")
+  # official: the rows are skipped, the ids keep counting rows
+  assert [(e.eid, e.text_a, e.label) for e in examples] == [
+      (0, "a", "entailment"), (3, "c", "not_entailment")]
+  path = tmp_path / "finetuning_data" / "rte" / "train.tsv"
+  [warning] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+  assert "skipped 2 malformed row(s)" in warning and f"{path}:3, {path}:4" in warning
+  caplog.clear()
+  with caplog.at_level("WARNING"):  # both orders of MRPC: one warning
+    mrpc = make_task("mrpc", tmp_path, tokenizer).get_examples("train")
+  assert [(e.text_a, e.text_b) for e in mrpc] == [("x", "y"), ("u", "v"), ("y", "x"),
+                                                  ("v", "u")]
+  assert len([r for r in caplog.records if "skipped 1 malformed" in r.getMessage()]) == 1
+  # a bad label still stops, with file and line
+  _write(str(path), lines[:2] + ["2\te\tf\tmaybe"])
+  with pytest.raises(ValueError, match=r"rte/train.tsv:3: label 'maybe' is not one"):
+    make_task("rte", tmp_path, tokenizer).get_examples("train")
+
+
+# ------------------------------------------------------------------------------ MRQA
+MRQA_CONTEXT = ("The Eiffel Tower is in Paris . It was finished in 1889 and "
+                "named after Gustave Eiffel , whose company built it .")
+
+
+def mrqa_question(qid, question, answers, detected):
+  """An MRQA question; `detected`: (text, [char starts]) of each detected answer."""
+  return {"qid": qid, "question": question, "answers": answers,
+          "detected_answers": [
+              {"text": text, "char_spans": [[s, s + len(text) - 1] for s in starts],
+               "token_spans": [[0, 0]] * len(starts)} for text, starts in detected]}
+
+
+def mrqa_lines(split):
+  """A header and two contexts in the MRQA layout."""
+  eiffel = [MRQA_CONTEXT.index("Eiffel"), MRQA_CONTEXT.rindex("Eiffel")]
+  return [json.dumps({"header": {"dataset": "NewsQA", "split": split}}),
+          json.dumps({"id": "c1", "context": MRQA_CONTEXT, "qas": [
+              # several spans of one answer and a second answer: the first
+              # span of the first detected answer is the training target
+              mrqa_question("q1", "Who is it named after?", ["Eiffel", "Gustave Eiffel"],
+                            [("Eiffel", eiffel), ("Gustave Eiffel", [eiffel[1] - 8])]),
+              mrqa_question("q2", "When was it finished?", ["1889"],
+                            [("1889", [MRQA_CONTEXT.index("1889")])])]}),
+          json.dumps({"id": "c2", "context": "Mount Fuji is in Japan .", "qas": [
+              # a detected span that does not hold its text: skipped (official)
+              mrqa_question("q3", "Where is it?", ["Japan"], [("Japan", [0])])]})]
+
+
+def test_mrqa_reads_gzipped_and_plain_jsonl(tmp_path, tokenizer):
+  folder = tmp_path / "finetuning_data" / "newsqa"
+  folder.mkdir(parents=True)
+  with gzip.open(folder / "train.jsonl.gz", "wt", encoding="utf-8") as f:
+    f.write("\n".join(mrqa_lines("train")) + "\n")
+  _write(str(folder / "dev.jsonl"), mrqa_lines("dev"))
+  task = make_task("newsqa", tmp_path, tokenizer, max_seq_length=32,
+                   max_query_length=8, doc_stride=8)
+  assert task.data_path("train").endswith("train.jsonl.gz")
+  assert task.data_path("dev").endswith("dev.jsonl") and task.test_splits() == []
+  train = task.get_examples("train")
+  assert [e.qas_id for e in train] == ["q1", "q2"]  # q3 skipped
+  words = MRQA_CONTEXT.split()
+  assert words[train[0].start_position] == "Eiffel" and train[0].start_position == 1
+  assert (words[train[1].start_position], train[1].end_position) == (
+      "1889", train[1].start_position)
+  dev = task.get_examples("dev")
+  assert [(e.qas_id, e.answers) for e in dev] == [
+      ("q1", ["Eiffel", "Gustave Eiffel"]), ("q2", ["1889"]), ("q3", ["Japan"])]
+  assert dev[0].doc_tokens == words and dev[2].doc_tokens == "Mount Fuji is in Japan .".split()
+  features = task.featurize(train, is_training=True)
+  for row, example_index in enumerate(features.example_index):
+    start = features.arrays["newsqa_start_positions"][row]
+    end = features.arrays["newsqa_end_positions"][row]
+    if start:
+      answer = tokenizer.tokenize(train[example_index].orig_answer_text)
+      assert features.windows[row].tokens[start:end + 1] == answer
+  assert set(features.example_index[features.arrays["newsqa_start_positions"] > 0]) == {0, 1}
+  # the official name wins over the gzipped one; debug reads 11 lines (header included)
+  _write(str(folder / "train.jsonl"), mrqa_lines("train")[:2])
+  assert [e.qas_id for e in make_task("newsqa", tmp_path, tokenizer).get_examples(
+      "train")] == ["q1", "q2"]
+  _write(str(folder / "dev.jsonl"), mrqa_lines("dev")[:1] + mrqa_lines("dev")[1:2] * 12)
+  debug = make_task("newsqa", tmp_path, tokenizer, debug=True)
+  assert len(debug.get_examples("dev")) == 2 * 10
+
+
+@pytest.mark.parametrize("split,line,message", [
+    ("dev", '{"context": "a b", "qas": [', r"dev.jsonl:3: invalid JSON"),
+    ("dev", '{"context": "a b"}', r"dev.jsonl:3: no 'qas' list"),
+    ("dev", json.dumps({"context": "a", "qas": [{"qid": "x", "question": "q",
+                                                "answers": "a"}]}),
+     r"dev.jsonl:3: qas\[0\] \('x'\): 'answers' is not a list of strings"),
+    ("dev", json.dumps({"context": "a", "qas": [mrqa_question("x", "q", ["a"], [])]})
+     .replace('"detected_answers": []', '"detected_answers": [{"text": "a"}]'),
+     r"dev.jsonl:3: qas\[0\].detected_answers\[0\] \('x'\) needs 'text'"),
+    ("dev", json.dumps({"context": "a", "qas": [mrqa_question("x", "q", [], [])]}),
+     r"dev.jsonl:3: qas\[0\] \('x'\) has an empty 'answers' list"),
+    ("train", json.dumps({"context": "a", "qas": [mrqa_question("x", "q", ["a"], [])]}),
+     r"train.jsonl:3: qas\[0\] \('x'\) has no 'detected_answers'"),
+])
+def test_mrqa_errors_name_file_and_line(tmp_path, tokenizer, split, line, message):
+  lines = mrqa_lines(split)[:2] + [line]
+  _write(str(tmp_path / "finetuning_data" / "triviaqa" / f"{split}.jsonl"), lines)
+  with pytest.raises(ValueError, match=message) as info:
+    make_task("triviaqa", tmp_path, tokenizer).get_examples(split)
+  assert "\n" not in str(info.value)
+
+
+def test_mrqa_damaged_gzip_and_missing_file(tmp_path, tokenizer):
+  folder = tmp_path / "finetuning_data" / "searchqa"
+  with pytest.raises(FileNotFoundError, match="searchqa/dev.jsonl: fine-tuning data"):
+    make_task("searchqa", tmp_path, tokenizer).get_examples("dev")
+  folder.mkdir(parents=True)
+  data = gzip.compress(("\n".join(mrqa_lines("dev")) + "\n").encode())
+  (folder / "dev.jsonl.gz").write_bytes(data[:len(data) // 2])
+  with pytest.raises(ValueError, match="searchqa/dev.jsonl.gz: damaged gzip file"):
+    make_task("searchqa", tmp_path, tokenizer).get_examples("dev")
+  lines = [line.encode() for line in mrqa_lines("dev")]
+  lines[2] = lines[2].replace(b"Mount", b"M\xffount")
+  (folder / "dev.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+  with pytest.raises(ValueError, match=r"searchqa/dev.jsonl:3: not valid UTF-8 \(byte 26 "):
+    make_task("searchqa", tmp_path, tokenizer).get_examples("dev")

@@ -4,9 +4,11 @@ export through a fresh process; resume; checkpoint initialisation; CLI
 errors."""
 
 import csv
+import gzip
 import json
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -22,6 +24,7 @@ from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import multitask_loss
 from electra_tf.pretrain.config import PretrainingConfig
+from tests.test_finetune_data import mrqa_lines
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = {"model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
@@ -68,6 +71,10 @@ def make_data_dir(root: pathlib.Path, shared: pathlib.Path) -> pathlib.Path:
   _squad_paragraphs(src / "squadv1" / "dev.json", dst / "squadv1" / "dev.json", [2])
   _conll_sentences(src / "chunk" / "train.txt", dst / "chunk" / "train.txt", 40)
   _conll_sentences(src / "chunk" / "dev.txt", dst / "chunk" / "dev.txt", 20)
+  (dst / "newsqa").mkdir()  # MRQA: hand-written lines, the train file gzipped
+  with gzip.open(dst / "newsqa" / "train.jsonl.gz", "wt", encoding="utf-8") as f:
+    f.write("\n".join(mrqa_lines("train")) + "\n")
+  (dst / "newsqa" / "dev.jsonl").write_text("\n".join(mrqa_lines("dev")) + "\n")
   (root / "vocab.txt").write_bytes(
       (shared / "data" / "vocab" / "bert_uncased_vocab.txt").read_bytes())
   return root
@@ -151,6 +158,7 @@ EXPORT_LOADER = textwrap.dedent("""
     import sys
     import numpy as np
     import tensorflow as tf
+    import tensorflow_text  # registers the ops of the exports' text signatures
     export_dir, inputs_npz, outputs_npz = sys.argv[1:]
     inputs = np.load(inputs_npz)
     results = {}
@@ -222,7 +230,7 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
 # ------------------------------------------------------ SQuAD and chunk
 @pytest.mark.slow
 def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, capsys):
-  config = tiny_config(data_dir, tmp_path / "model", ["squadv1", "chunk"],
+  config = tiny_config(data_dir, tmp_path / "model", ["squadv1", "newsqa", "chunk"],
                        save_checkpoints_steps=3)
   results = finetune_job.run(config, strategy_name="mirrored")
   log = capsys.readouterr().out
@@ -239,6 +247,16 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
   metrics = json.loads((results_dir / "squadv1_dev_metrics.json").read_text())
   assert set(metrics) == {"exact_match", "f1", "trial"}
   assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
+  # the official files: question id -> answer; SQuAD 1.1 and MRQA have no
+  # null odds or eval file
+  qa_dir = results_dir / "squadv1,newsqa,chunk_qa"
+  assert json.loads((qa_dir / "squadv1_preds.json").read_text()) == dict(rows[1:])
+  newsqa = read_tsv(results_dir / "newsqa_dev_predictions.tsv")
+  assert [r[0] for r in newsqa[1:]] == ["q1", "q2", "q3"]
+  assert json.loads((qa_dir / "newsqa_preds.json").read_text()) == dict(newsqa[1:])
+  assert sorted(os.listdir(qa_dir)) == ["newsqa_preds.json", "squadv1_preds.json"]
+  metrics = json.loads((results_dir / "newsqa_dev_metrics.json").read_text())
+  assert set(metrics) == {"exact_match", "f1", "trial"}
 
   sentences = (data_dir / "finetuning_data/chunk/dev.txt").read_text().split("\n\n")
   rows = read_tsv(results_dir / "chunk_dev_predictions.tsv")
@@ -251,7 +269,7 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
     assert all(t == "O" or t[:2] in ("B-", "I-") for t in tags)
   metrics = json.loads((results_dir / "chunk_dev_metrics.json").read_text())
   assert set(metrics) == {"precision", "recall", "f1", "loss", "trial"}
-  assert set(results[0]) == {"squadv1", "chunk"}
+  assert set(results[0]) == {"squadv1", "newsqa", "chunk"}
 
   # A killed run resumes from its latest checkpoint (here: step 3 of 9+).
   trial_dir = finetune_job.trial_dir(config, 1)
@@ -432,16 +450,38 @@ def run_cli(args, cwd):
                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.slow
-def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_path):
-  local = tmp_path / "data"
+def _rte_with_short_row(data_dir, local, split):
+  """rte train/dev in `local` with line 5 of `split` cut to two columns."""
   rte = local / "finetuning_data" / "rte"
   rte.mkdir(parents=True)
   (local / "vocab.txt").symlink_to(data_dir / "vocab.txt")
-  (rte / "dev.tsv").write_bytes((data_dir / "finetuning_data/rte/dev.tsv").read_bytes())
-  lines = (data_dir / "finetuning_data/rte/train.tsv").read_text().splitlines()
-  lines[4] = "4\tonly one sentence"
-  (rte / "train.tsv").write_text("\n".join(lines) + "\n")
+  for name in ("train", "dev"):
+    lines = (data_dir / "finetuning_data" / "rte" / f"{name}.tsv").read_text().splitlines()
+    if name == split:
+      lines[4] = "4\tonly one sentence"
+    (rte / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+  return rte / f"{split}.tsv"
+
+
+def test_short_train_row_is_left_out_of_training_and_logged(data_dir, tmp_path, caplog):
+  path = _rte_with_short_row(data_dir, tmp_path / "data", "train")
+  config = tiny_config(tmp_path / "data", tmp_path / "model", ["rte"],
+                       use_tfrecords_if_existing=False)
+  tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
+  with caplog.at_level("WARNING"):
+    data = finetune_job.training_data(config, tasks)
+  assert len(data) == GLUE_ROWS["rte"] - 1
+  np.testing.assert_array_equal(data.arrays["rte_eid"],
+                                [i for i in range(GLUE_ROWS["rte"]) if i != 3])
+  assert [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()] == [
+      f"{path}: skipped 1 malformed row(s) (too few columns or empty), as the "
+      f"official reader does: {path}:5"]
+
+
+@pytest.mark.slow
+def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_path):
+  dev = _rte_with_short_row(data_dir, tmp_path / "data", "dev")
+  local = tmp_path / "data"
   before = sorted(str(p) for p in tmp_path.rglob("*"))
   result = run_cli(["--data_dir", str(local), "--task_names=rte",
                     f"--model_dir={tmp_path / 'model'}",
@@ -449,7 +489,7 @@ def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_pa
                     f"--hparams={json.dumps(TINY)}"], tmp_path)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
-      f"run_finetuning.py: error: {rte / 'train.tsv'}:5: expected at least 3 "
+      f"run_finetuning.py: error: {dev}:5: expected at least 3 "
       "tab-separated columns, found 2")
   assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
@@ -553,4 +593,12 @@ def test_trials_test_outputs_and_keep_all_models(data_dir, tmp_path):
   assert not (results_dir / "trial_2" / "rte_test_predictions.tsv").exists()
   assert (results_dir / "rte_test_predictions.tsv").read_text() == (
       results_dir / "trial_1" / "rte_test_predictions.tsv").read_text()
+  # the official test pickle: example id -> logits, first n_writes_test trials
+  with open(config.test_predictions("rte", "test", 1), "rb") as f:
+    logits = pickle.load(f)
+  assert sorted(logits) == list(range(8))
+  assert all(v.shape == (2,) and v.dtype == np.float32 for v in logits.values())
+  labels = ["entailment", "not_entailment"]
+  assert [labels[int(np.argmax(logits[i]))] for i in range(8)] == [r[1] for r in rows[1:]]
+  assert os.listdir(tmp_path / "model" / "test_predictions") == ["rte_test_1_predictions.pkl"]
   assert len(pathlib.Path(config.results_txt).read_text().splitlines()) == 2

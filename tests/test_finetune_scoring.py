@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import pickle
 import shutil
 
@@ -13,6 +14,7 @@ from electra_tf.finetune import metrics as metrics_lib
 from electra_tf.finetune import outputs, qa, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import EvalResult, combine_features
+from tests.test_finetune_data import mrqa_lines
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,12 @@ def make_task(name, data_dir, tokenizer, task_names=None, **hparams):
   return task_builder.get_task(name, config, tokenizer)
 
 
+def classifier_outputs(predicted, loss):
+  """Head outputs whose logits (-1 or 1 per label) agree with `predicted`."""
+  logits = 2 * np.eye(2, dtype=np.float32)[predicted] - 1
+  return {"predictions": predicted, "logits": logits, "loss": loss}
+
+
 def test_classification_scores_and_predictions(finetuning_data_dir, tokenizer):
   rng = np.random.RandomState(0)
   task = make_task("rte", finetuning_data_dir.parent, tokenizer)
@@ -35,14 +43,20 @@ def test_classification_scores_and_predictions(finetuning_data_dir, tokenizer):
   labels = features.arrays["rte_label_ids"]
   predicted = np.where(rng.rand(len(labels)) < 0.7, labels, 1 - labels)
   loss = rng.rand(len(labels))
-  result = task.evaluate(examples, features, {"predictions": predicted, "loss": loss}, "dev")
+  head_outputs = classifier_outputs(predicted, loss)
+  result = task.evaluate(examples, features, head_outputs, "dev")
   assert result.metrics == pytest.approx(
       {"accuracy": 100 * np.mean(predicted == labels), "loss": loss.mean()})
   assert result.key_name == "index"
   assert result.predictions[:3] == [
       (str(i), ["entailment", "not_entailment"][predicted[i]]) for i in range(3)]
-  test = task.evaluate(examples, features, {"predictions": predicted, "loss": loss}, "test")
+  test = task.evaluate(examples, features, head_outputs, "test")
   assert test.metrics == {} and test.predictions == result.predictions
+  # the official test pickle's content: example id -> logits
+  assert sorted(test.example_outputs) == [e.eid for e in examples]
+  np.testing.assert_array_equal(
+      np.stack([test.example_outputs[e.eid] for e in examples]), head_outputs["logits"])
+  assert test.qa_preds is None and test.qa_null_odds is None
 
 
 def test_cola_mcc_and_mrpc_f1(finetuning_data_dir, tokenizer):
@@ -52,8 +66,8 @@ def test_cola_mcc_and_mrpc_f1(finetuning_data_dir, tokenizer):
   labels = features.arrays["cola_label_ids"]
   predicted = labels.copy()
   predicted[:40] = 1 - predicted[:40]
-  metrics = cola.evaluate(examples, features, {"predictions": predicted,
-                                               "loss": np.zeros(200)}, "dev").metrics
+  metrics = cola.evaluate(examples, features,
+                          classifier_outputs(predicted, np.zeros(200)), "dev").metrics
   tp = np.sum((labels == 1) & (predicted == 1)); tn = np.sum((labels == 0) & (predicted == 0))
   fp = np.sum((labels == 0) & (predicted == 1)); fn = np.sum((labels == 1) & (predicted == 0))
   mcc = (tp * tn - fp * fn) / math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
@@ -64,8 +78,8 @@ def test_cola_mcc_and_mrpc_f1(finetuning_data_dir, tokenizer):
   features = mrpc.featurize(examples, False)
   labels = features.arrays["mrpc_label_ids"]
   predicted = np.ones_like(labels)
-  metrics = mrpc.evaluate(examples, features, {"predictions": predicted,
-                                               "loss": np.zeros(len(labels))}, "dev").metrics
+  metrics = mrpc.evaluate(examples, features, classifier_outputs(
+      predicted, np.zeros(len(labels))), "dev").metrics
   precision = labels.mean()  # everything predicted positive: recall 1
   assert metrics["recall"] == pytest.approx(100.0)
   assert metrics["precision"] == pytest.approx(100 * precision)
@@ -85,6 +99,9 @@ def test_sts_correlations_and_denormalised_predictions(finetuning_data_dir, toke
   assert result.metrics["pearson"] == pytest.approx(100 * np.corrcoef(targets, predicted)[0, 1])
   assert result.metrics["mse"] == pytest.approx(np.mean((targets - predicted) ** 2))
   assert float(result.predictions[0][1]) == pytest.approx(5.0 * predicted[0], abs=1e-6)
+  # official test pickle: the prediction on the normalised scale
+  value = result.example_outputs[examples[3].eid]
+  assert value.dtype == np.float32 and value == np.float32(predicted[3])
 
 
 def test_chunk_oracle_scores_100_and_writes_file_tags(finetuning_data_dir, tokenizer):
@@ -164,6 +181,7 @@ def test_squad_v1_oracle_spans_score_near_100(squad_dir, tokenizer, joint):
   assert result.metrics["exact_match"] == pytest.approx(100.0 * 290 / 300)
   assert result.key_name == "id" and len(result.predictions) == 300
   assert result.predictions[0] == ("56be4db0acb8001400a502ec", "Denver Broncos")
+  assert result.qa_preds == dict(result.predictions) and result.qa_null_odds is None
 
 
 def test_final_text_projects_onto_original_words(tokenizer):
@@ -205,9 +223,43 @@ def test_squad_v2_no_answer_threshold(tmp_path, tokenizer):
   head_outputs["answerable_logit"] = np.array([-8.0, 3.0, -2.0])  # c above: ""
   result = task.evaluate(dev, dev_features, head_outputs, "dev")
   assert result.predictions[2] == ("c", "")
+  # the official preds file holds the best non-empty answers, before the
+  # threshold; the null odds are the answerable logits (answerable_classifier)
+  assert result.qa_preds == {"a": "Paris", "b": result.qa_preds["b"], "c": "The cat"}
+  assert result.qa_preds["b"] and result.qa_preds["b"] in context
+  assert result.qa_null_odds == {"a": -8.0, "b": 3.0, "c": -2.0}
   assert result.metrics["HasAns_exact"] == pytest.approx(50.0)
   assert result.metrics["best_exact"] == pytest.approx(100.0)
   assert result.metrics["best_exact_thresh"] == -2.0
+
+
+def test_mrqa_metrics_skip_unanswered_questions():
+  gold = {"q1": ["Paris", "the city of Paris"], "q2": ["1889"], "q3": ["Eiffel"]}
+  predictions = {"q1": "City of Paris!", "q2": "in 1889"}
+  # q1 matches its second answer after normalisation; q2: F1 2/3; q3 has no
+  # prediction: left out by the MRQA script, a zero for SQuAD 1.1
+  assert metrics_lib.evaluate_mrqa(gold, predictions) == pytest.approx(
+      {"exact_match": 50.0, "f1": 100 * (1 + 2 / 3) / 2})
+  assert metrics_lib.evaluate_squad_v1(gold, predictions) == pytest.approx(
+      {"exact_match": 100 / 3, "f1": 100 * (1 + 2 / 3) / 3})
+
+
+def test_mrqa_oracle_spans_score_100_keyed_by_qid(tmp_path, tokenizer):
+  folder = tmp_path / "finetuning_data" / "naturalqs"
+  folder.mkdir(parents=True)
+  lines = mrqa_lines("dev")[:2]  # q1 (two gold answers) and q2
+  for split in ("train", "dev"):
+    (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+  task = make_task("naturalqs", tmp_path, tokenizer, max_query_length=8,
+                   joint_prediction=False)
+  train_features = task.featurize(task.get_examples("train"), is_training=True)
+  dev = task.get_examples("dev")
+  result = task.evaluate(dev, task.featurize(dev, is_training=False),
+                         oracle_outputs(train_features, "naturalqs", False, 20), "dev")
+  assert result.predictions == [("q1", "Eiffel"), ("q2", "1889")]
+  assert result.metrics == {"exact_match": 100.0, "f1": 100.0}
+  assert result.qa_preds == {"q1": "Eiffel", "q2": "1889"}
+  assert result.qa_null_odds is None
 
 
 def test_squad_head_outputs_give_answers_from_the_context(squad_dir, tokenizer):
@@ -268,6 +320,61 @@ def test_result_files(tmp_path):
   assert table[0].split() == ["task", "metric", "mean", "median", "trials"]
   assert table[1].split() == ["rte", "accuracy", "64.00", "62.00", "3"]
   assert table[3].split() == ["sts", "pearson", "83.00", "84.00", "3"]
+
+
+def test_official_qa_and_test_prediction_files(tmp_path):
+  config = FinetuningConfig.create({}, task_names=["squad", "squadv1", "rte", "sts"],
+                                   model_dir=str(tmp_path / "m"))
+  trial_dir = str(tmp_path / "m" / "results" / "trial_1")
+
+  def load(path):
+    with open(path) as f:
+      return json.load(f)
+
+  dev = EvalResult({"exact": 50.0, "total": 2}, [("a", "Paris"), ("c", "")], "id",
+                   qa_preds={"a": "Paris", "c": "The cat"},
+                   qa_null_odds={"a": np.float32(-8.0), "c": -2.0})
+  for directory in (config.results_dir, trial_dir):
+    outputs.write_qa_files(config, "squad", dev, directory)
+  assert config.qa_preds_file("squad").endswith(
+      "m/results/squad,squadv1,rte,sts_qa/squad_preds.json")
+  for directory in (None, trial_dir):
+    assert load(config.qa_preds_file("squad", directory)) == {"a": "Paris", "c": "The cat"}
+    assert load(config.qa_na_file("squad", directory)) == {"a": -8.0, "c": -2.0}
+    assert load(config.qa_eval_file("squad", directory)) == {"exact": 50.0, "total": 2}
+  v1 = EvalResult({"exact_match": 100.0, "f1": 100.0}, [("q", "x")], "id",
+                  qa_preds={"q": "x"})
+  outputs.write_qa_files(config, "squadv1", v1, config.results_dir)
+  assert load(config.qa_preds_file("squadv1")) == {"q": "x"}
+  assert not os.path.exists(config.qa_na_file("squadv1"))
+  assert not os.path.exists(config.qa_eval_file("squadv1"))
+  outputs.write_official_test_outputs(config, "squadv1", "test", 1,
+                                      EvalResult({}, [("q", "y")], "id", qa_preds={"q": "y"}),
+                                      [config.results_dir])
+  assert not os.path.exists(config.test_predictions("squadv1", "test", 1))
+  assert load(config.qa_preds_file("squadv1")) == {"q": "x"}  # not a test output
+
+  logits = {0: np.array([0.5, -1.0], np.float32), 2: np.array([2.0, 1.0], np.float32)}
+  outputs.write_official_test_outputs(
+      config, "rte", "test", 1, EvalResult({}, [("0", "entailment")],
+                                           example_outputs=logits), [config.results_dir])
+  path = config.test_predictions("rte", "test", 1)
+  assert path == str(tmp_path / "m" / "test_predictions" / "rte_test_1_predictions.pkl")
+  with open(path, "rb") as f:
+    loaded = pickle.load(f)
+  assert sorted(loaded) == [0, 2]
+  np.testing.assert_array_equal(loaded[2], logits[2])
+
+  # SQuAD 2.0 test: thresholded answers as JSON in the .pkl-named file, and
+  # the test answers and null odds replace the dev ones (official quirks)
+  test = EvalResult({}, [("t", "")], "id", qa_preds={"t": "Rome"}, qa_null_odds={"t": 1.5})
+  outputs.write_official_test_outputs(config, "squad", "test", 3, test,
+                                      [config.results_dir, trial_dir])
+  assert load(config.test_predictions("squad", "test", 3)) == {"t": ""}
+  for directory in (None, trial_dir):
+    assert load(config.qa_preds_file("squad", directory)) == {"t": "Rome"}
+    assert load(config.qa_na_file("squad", directory)) == {"t": 1.5}
+    assert load(config.qa_eval_file("squad", directory)) == {"exact": 50.0, "total": 2}
 
 
 def test_combine_features_fills_other_tasks_with_zeros(finetuning_data_dir, tokenizer):

@@ -189,6 +189,19 @@ def test_thresholds_and_counts():
   assert [int(counts[k][middle]) for k in ("tp", "fn", "tn", "fp")] == [1, 1, 1, 1]
 
 
+def test_loss_is_the_mean_of_the_batch_losses():
+  stream = metrics.PretrainingMetrics()
+  outputs, batch = _batches(seed=5, count=1)[0]
+  stream.update(outputs, batch)
+  assert "loss" not in stream.result()  # only when batch losses are given
+  for loss in (20.0, 23.0, 29.0):
+    stream.add_batch_loss(loss)
+  assert list(stream.result())[0] == "loss"
+  assert stream.result()["loss"] == pytest.approx(24.0)
+  stream.reset()
+  assert "loss" not in stream.result()
+
+
 def test_mlm_only_and_disc_weight_zero():
   mlm_keys = ("mlm_per_example_loss", "mlm_preds")
   mlm_batches = [({k: o[k] for k in mlm_keys}, b) for o, b in _batches(seed=3)]

@@ -43,7 +43,7 @@ def _losses(job, initial_weights):
   step_loop = job.make_step_loop()
   losses = []
   for _ in range(STEPS):
-    step_losses, faulty_step = step_loop(iterator, tf.constant(1))
+    step_losses, faulty_step, _ = step_loop(iterator, tf.constant(1), tf.constant(False))
     assert int(faulty_step) == -1  # float16 overflow is skipped, not a fault
     losses.append({k: float(v) for k, v in step_losses.items()})
   return losses, job.model.get_weights()

@@ -178,9 +178,8 @@ def test_checkpoint_restores_step_and_slots(tmp_path):
 def test_sparse_gradients_equal_dense():
   """A gathered embedding (IndexedSlices gradient, repeated ids) updates as dense.
 
-  The gradient norm stays below the clip norm: clipping measures the norm of
-  the IndexedSlices before repeated ids are summed, as the official
-  tf.clip_by_global_norm on tf.gather gradients does.
+  The gradient norm stays below the clip norm, so only the update is compared
+  here (the clip is the next tests').
   """
   rng = np.random.default_rng(1)
   table = rng.normal(size=(6, 3)).astype(np.float32)
@@ -198,6 +197,52 @@ def test_sparse_gradients_equal_dense():
     results.append(embedding.numpy())
   assert not np.allclose(results[0], table)
   np.testing.assert_allclose(results[0], results[1], atol=1e-7)
+
+
+def test_clip_uses_the_norm_of_the_dense_gradient():
+  """An IndexedSlices with a repeated row is measured after summing it.
+
+  Row 0 gets [3, 0] twice: dense [6, 0].  With a dense [4, 0] beside it the
+  true global norm is sqrt(52); the rows' norm that tf.clip_by_global_norm
+  takes of an IndexedSlices would be sqrt(34) and clip too little.
+  """
+  slices = tf.IndexedSlices(values=tf.constant([[3.0, 0.0], [3.0, 0.0]]),
+                            indices=tf.constant([0, 0]), dense_shape=tf.constant([2, 2]))
+  dense = tf.constant([4.0, 0.0])
+  optimizer = optimization.create_optimizer(1e-3, 10, 1, 0.01)
+  clipped = optimizer._clip_gradients([slices, dense])  # Keras' global_clipnorm hook
+  norm = np.sqrt(52.0)
+  np.testing.assert_allclose(clipped[0], [[6 / norm, 0], [0, 0]], rtol=1e-6)
+  np.testing.assert_allclose(clipped[1], [4 / norm, 0], rtol=1e-6)
+
+
+def test_pretraining_gradients_are_clipped_to_their_dense_norm():
+  """On a real pre-training batch (repeated tokens, two token types) the
+  clipped gradients have global norm exactly 1 once made dense: the clip
+  measured the dense norm, as the official graph's does."""
+  from electra_tf.pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain.model import build_model  # pylint: disable=g-import-not-at-top
+  model = build_model(PretrainingConfig.create({
+      "vocab_size": 30, "embedding_size": 8, "max_seq_length": 16,
+      "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 1,
+                                 "num_attention_heads": 2}}))
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 12, size=(4, 16)).astype(np.int32)  # 7 ids: many repeats
+  batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
+           "segment_ids": (np.arange(16) >= 9).astype(np.int32)[np.newaxis].repeat(4, 0),
+           "masked_lm_positions": np.tile(np.array([[1, 5, 9]], np.int32), (4, 1)),
+           "masked_lm_ids": ids[:, [1, 5, 9]],
+           "masked_lm_weights": np.ones((4, 3), np.float32)}
+  with tf.GradientTape() as tape:
+    loss = model(batch, training=True,
+                 sample_seed=tf.constant([[1, 0], [1, 1], [1, 2], [1, 3]], tf.int64)
+                 )["total_loss"]
+  gradients = tape.gradient(loss, model.trainable_variables)
+  dense = optimization.dense_gradients(gradients)
+  assert float(tf.linalg.global_norm(dense)) > 2.0  # so the clip acts
+  optimizer = optimization.create_optimizer(1e-3, 10, 1, 0.01)
+  clipped = optimization.dense_gradients(optimizer._clip_gradients(gradients))
+  np.testing.assert_allclose(float(tf.linalg.global_norm(clipped)), 1.0, rtol=1e-5)
 
 
 def test_config_round_trip():

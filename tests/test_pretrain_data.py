@@ -3,6 +3,7 @@ statistics over thousands of real examples), reading, sharding, errors."""
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 
 from electra_tf.pretrain import tfrecords as build_tfrecords
@@ -159,6 +160,54 @@ def test_seeded_masking_is_reproducible(records_dir, special):
   assert all(np.array_equal(a[k], b[k]) for k in a)
   assert not np.array_equal(a["masked_lm_positions"], c["masked_lm_positions"])
   assert mask(None)["masked_lm_positions"].shape == (64, N)
+
+
+def test_official_mask_options_against_numpy(special):
+  """proposal_distribution, disallow_from_mask and already_masked of the
+  official mask(): exact weights, and position frequencies against the NumPy
+  distribution proposal * candidates / sum (chi-square)."""
+  batch_size, seq = 4000, 12
+  row = np.array([special.cls_id] + list(range(2000, 2010)) + [special.sep_id], np.int32)
+  input_ids = np.tile(row, (batch_size, 1))
+  batch = {"input_ids": input_ids, "input_mask": np.ones_like(input_ids),
+           "segment_ids": np.zeros_like(input_ids)}
+  proposal = np.linspace(0.0, 3.0, seq).astype(np.float32)  # position 1 scores 0.27
+  proposal[5] = 0.0  # never drawn
+  disallow = np.zeros(seq, bool)
+  disallow[[2, 9]] = True
+  already = np.zeros((batch_size, 3), np.float32)
+  already[::2, 1] = 1.0
+  out = {k: v.numpy() for k, v in pretrain_data.mask_batch(
+      batch, max_predictions_per_seq=3, mask_prob=0.2, special=special,
+      seed=tf.constant([3, 4]), proposal_distribution=np.tile(proposal, (batch_size, 1)),
+      disallow_from_mask=np.tile(disallow, (batch_size, 1)), already_masked=already).items()}
+  # n = round(12 * 0.2) = 2 slots, minus the already-masked ones.
+  weights = np.tile([1.0, 1.0, 0.0], (batch_size, 1)) * (1 - already)
+  np.testing.assert_array_equal(out["masked_lm_weights"], weights)
+  used = weights > 0
+  np.testing.assert_array_equal(out["masked_lm_positions"][~used], 0)
+  np.testing.assert_array_equal(
+      out["masked_lm_ids"], np.take_along_axis(input_ids, out["masked_lm_positions"], 1) * used)
+  candidates = (input_ids[0] >= 2000) & ~disallow
+  expected = proposal.astype(np.float64) * candidates
+  expected /= expected.sum()
+  counts = np.bincount(out["masked_lm_positions"][used], minlength=seq)
+  assert counts[expected == 0].sum() == 0
+  allowed = expected > 0
+  assert scipy.stats.chisquare(counts[allowed], expected[allowed] * used.sum()).pvalue > 1e-3
+  # A scalar proposal of 1 and no options draw exactly the default masks.
+  default = pretrain_data.mask_batch(batch, max_predictions_per_seq=3, mask_prob=0.2,
+                                     special=special, seed=tf.constant([3, 4]))
+  uniform = pretrain_data.mask_batch(batch, max_predictions_per_seq=3, mask_prob=0.2,
+                                     special=special, seed=tf.constant([3, 4]),
+                                     proposal_distribution=1.0)
+  for key in default:
+    np.testing.assert_array_equal(default[key], uniform[key], err_msg=key)
+  # An example whose candidates all score 0 gets no used slot.
+  nothing = pretrain_data.mask_batch(
+      batch, max_predictions_per_seq=3, mask_prob=0.2, special=special,
+      seed=tf.constant([3, 4]), proposal_distribution=np.zeros((batch_size, seq), np.float32))
+  assert not nothing["masked_lm_weights"].numpy().any()
 
 
 @pytest.mark.slow

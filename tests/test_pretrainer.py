@@ -108,7 +108,7 @@ def test_scatter_update_follows_official_quirks():
   np.testing.assert_array_equal(mask, [[0, 0, 1, 1]])
 
 
-def test_gumbel_sampling_follows_the_softmax():
+def test_sampling_follows_the_softmax():
   logits = np.array([2.0, 1.0, 0.0, -1.0, 0.5], np.float32)
   draws = 20000
   tiled = tf.tile(logits[None], [draws, 1])

@@ -9,7 +9,6 @@ import json
 import os
 import pathlib
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import tensorflow as tf
 
 from electra_tf import checkpoints, fileio, optimization, train_loop
 from tests import test_training
+from tests.conftest import make_pretraining_data_dir
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The tiny model of the training tests, checkpointing every 2 of 4 steps.
@@ -48,18 +48,8 @@ def _last_line(text):
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, corpus_dir, bert_vocab):
-  from electra_tf.pretrain import tfrecords as build_tfrecords
-  root = tmp_path_factory.mktemp("reliability_data")
-  (root / "corpus").mkdir()
-  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
-      encoding="utf-8").splitlines()[:300]
-  (root / "corpus" / "wiki.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-  build_tfrecords.build_tfrecords(str(root / "corpus"), str(bert_vocab),
-                                  str(root / "pretrain_tfrecords"), max_seq_length=32,
-                                  num_out_files=2, num_processes=1, seed=0,
-                                  log=lambda _: None)
-  shutil.copyfile(bert_vocab, root / "vocab.txt")
-  return root
+  return make_pretraining_data_dir(tmp_path_factory.mktemp("reliability_data"), corpus_dir,
+                                   bert_vocab, num_lines=300, num_out_files=2)
 
 
 def _state(model_dir):
@@ -348,3 +338,71 @@ def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tm
   assert "vocab_size: 30522 there, 8000 now" in message
   train_loop.write_run_record(str(tmp_path), job_lib.RUN_RECORD, other.architecture())
   assert (tmp_path / "electra_config.json").read_text() == recorded  # written once
+
+
+# ------------------------------------------------------------ preemption
+def _pretraining_process(data_dir, model_dir, stop_at=None, **hparams):
+  args = [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+          f"--model_dir={model_dir}", "--strategy=one_device",
+          "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams})]
+  env = _env()
+  if stop_at:
+    from electra_tf import stop_points
+    env.update(stop_points.environment(*stop_at))
+  return subprocess.Popen(args, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_current_step_and_the_rerun_continues_exactly(data_dir, tmp_path):
+  from electra_tf import stop_points
+  hparams = dict(num_train_steps=8, save_checkpoints_steps=100, log_every=1)
+  # Frozen when step 5 is logged (no checkpoint since the start); the
+  # SIGTERM arrives while frozen, and the loop stops at its next boundary.
+  process = _pretraining_process(data_dir, tmp_path / "model", ("step_logged", 5), **hparams)
+  try:
+    assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=600)
+  finally:
+    process.kill()
+  assert process.returncode == 143, stderr[-2000:]
+  assert _last_line(stderr) == (
+      f"run_pretraining.py: stopped by SIGTERM at step 5; {tmp_path / 'model' / 'ckpt-5'} "
+      "is saved: rerun the same command to resume")
+  assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith("ckpt-5")
+  rerun = _pretrain(data_dir, tmp_path / "model", **hparams)
+  assert rerun.returncode == 0 and "Resumed from" in rerun.stdout and "at step 5" in rerun.stdout
+  straight = _pretrain(data_dir, tmp_path / "straight", **hparams)
+  assert straight.returncode == 0, straight.stderr[-2000:]
+  resumed = tf.train.load_checkpoint(str(tmp_path / "model" / "ckpt-8"))
+  reference = tf.train.load_checkpoint(str(tmp_path / "straight" / "ckpt-8"))
+  # save_counter counts saves (one more here), not training state.
+  keys = [k for k in reference.get_variable_to_shape_map()
+          if "VARIABLE_VALUE" in k and not k.startswith("save_counter")]
+  assert len(keys) > 40
+  for key in keys:  # bit for bit: weights, Adam slots, step
+    np.testing.assert_array_equal(resumed.get_tensor(key), reference.get_tensor(key), key)
+
+
+@pytest.mark.slow
+def test_a_second_job_on_a_model_dir_is_refused_and_a_killed_job_leaves_no_lock(
+    data_dir, tmp_path):
+  from electra_tf import stop_points
+  model_dir = tmp_path / "model"
+  first = _pretraining_process(data_dir, model_dir, ("step_logged", 1), log_every=1)
+  try:
+    assert stop_points.wait_until_stopped(first), first.communicate()[1][-2000:]
+    second = _pretrain(data_dir, model_dir)
+    assert second.returncode == 2
+    line = _last_line(second.stderr)
+    assert line.startswith(f"run_pretraining.py: error: model_dir {model_dir}: in use by "
+                           f"another job (pid {first.pid} on "), line
+    assert line.endswith("wait for it to end or use another model_dir")
+  finally:
+    first.kill()  # SIGKILL: the lock goes with the process
+    first.communicate(timeout=120)
+  third = _pretrain(data_dir, model_dir)
+  assert third.returncode == 0, third.stderr[-2000:]
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")

@@ -4,6 +4,7 @@ with the reference BERT FullTokenizer of tf-models-official."""
 import unicodedata
 
 import pytest
+import tensorflow as tf
 
 from electra_tf import tokenization
 from electra_tf.tokenization import DataError
@@ -92,6 +93,25 @@ def test_fast_matches_reference_on_every_assigned_character(bert_vocab, do_lower
   reference = tokenization.FullTokenizer(str(bert_vocab), do_lower_case, strip_accents)
   fast = tokenization.FastTokenizer(str(bert_vocab), do_lower_case, strip_accents)
   assert fast.tokenize_to_ids(lines) == reference.tokenize_to_ids(lines)
+
+
+@pytest.mark.slow
+def test_fast_basic_tokenizer_lower_cases_sigma_in_every_context(bert_vocab):
+  """str.lower's context rules in the graph: capital sigma after each
+  assigned character, before it, between cased letters; dotted capital I."""
+  chars = [chr(cp) for cp in range(0x110000)
+           if unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs")]
+  lines = [line for c in chars for line in (f"A{c}\u03a3", f"{c}\u03a3", f"A\u03a3{c}b",
+                                            f"x{c}\u03a3.\u03a3'{c}")]
+  lines += ["AΣΣ ΣAΣ AΣ'Σ A\u0345Σ İΣ"]
+  fast = tokenization.FastBasicTokenizer(do_lower_case=True, strip_accents=False)
+  split_words = tf.function(fast.split_words)
+  reference = tokenization.FullTokenizer(str(bert_vocab), True, False)
+  for start in range(0, len(lines), 50_000):
+    batch = lines[start:start + 50_000]
+    words = split_words(tf.constant(batch)).to_list()
+    assert [[w.decode() for w in row] for row in words] == [
+        reference.basic_tokenize(line) for line in batch]
 
 
 def test_official_rules(bert_vocab):

@@ -15,6 +15,9 @@ import textwrap
 import numpy as np
 import pytest
 
+from electra_tf.pretrain.job import eval_first_counter
+from tests.conftest import make_pretraining_data_dir
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 TINY_HPARAMS = {
@@ -40,18 +43,8 @@ def _run(args, timeout=300, **kwargs):
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory, corpus_dir, bert_vocab):
   """TFRecords (max_seq_length 32) from the first part of WikiText-2 valid."""
-  from electra_tf.pretrain import tfrecords as build_tfrecords
-  root = tmp_path_factory.mktemp("tiny_data")
-  corpus = root / "corpus"
-  corpus.mkdir()
-  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
-      encoding="utf-8").splitlines()[:400]
-  (corpus / "wiki.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-  build_tfrecords.build_tfrecords(
-      str(corpus), str(bert_vocab), str(root / "pretrain_tfrecords"),
-      max_seq_length=32, num_out_files=2, num_processes=1)
-  (root / "vocab.txt").write_bytes(bert_vocab.read_bytes())
-  return root
+  return make_pretraining_data_dir(tmp_path_factory.mktemp("tiny_data"), corpus_dir,
+                                   bert_vocab, num_lines=400, num_out_files=2)
 
 
 def _pretrain_args(data_dir, model_dir, hparams=None, extra=()):
@@ -73,6 +66,10 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
               "disc_loss", "disc_auc", "disc_accuracy", "disc_precision", "disc_recall"):
     assert np.isfinite(results[key]), key
   assert 0.0 <= results["disc_auc"] <= 1.0
+  # The official eval `loss`: the batches' mean total loss, mlm + 50 x disc
+  # (the metrics' own means weight batches a little differently).
+  assert results["loss"] == pytest.approx(
+      results["masked_lm_loss"] + 50 * results["disc_loss"], rel=0.05)
   # An untrained MLM over 30522 words: loss near log(30522) = 10.3.
   assert 8.0 < results["masked_lm_loss"] < 12.0
   txt = (model_dir / "results" / "unsup_results.txt").read_text()
@@ -99,7 +96,12 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
   assert "Resumed from" in resumed.stdout and "at step 3" in resumed.stdout
   full = tf.train.load_checkpoint(str(model_dir / "ckpt-6"))
   again = tf.train.load_checkpoint(str(resumed_dir / "ckpt-6"))
-  keys = [k for k in full.get_variable_to_shape_map() if "/.ATTRIBUTES/" in k]
+  # (The saved input position holds tf.data's read-ahead buffers, which
+  # differ with timing; the batches they lead to are compared in
+  # tests/test_resume_input.py.)
+  assert "Restored the input position of step 3" in resumed.stdout
+  keys = [k for k in full.get_variable_to_shape_map()
+          if "/.ATTRIBUTES/" in k and not k.startswith("train_input/")]
   assert len(keys) > 40
   for key in keys:
     np.testing.assert_array_equal(full.get_tensor(key), again.get_tensor(key), err_msg=key)
@@ -216,4 +218,18 @@ def test_embedded_default_end_to_end(tmp_path):
   model_dir = demo / "models" / "electra_demo"
   results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
   assert results["global_step"] == 15 and results["masked_lm_loss"] > 0
+  assert 0.0 <= results["disc_auc_real_tokens"] <= 1.0
+  assert (model_dir / "results" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # The held-out example with the generator's replacements and the verdicts.
+  example = run.stdout.split("The discriminator on an eval example")[1].splitlines()[1]
+  assert example.startswith("[CLS]") and "->" in example and example.endswith("[SEP]")
   assert (model_dir / "export" / "saved_model.pb").exists()
+
+
+def test_eval_batches_draw_their_own_sampling_noise():
+  """Rows of different eval batches, and training rows, never share a counter."""
+  batch = 4
+  rows = [eval_first_counter(index, batch) + r for index in range(50) for r in range(batch)]
+  assert len(set(rows)) == len(rows)
+  assert max(rows) == -1  # training's counters are >= 0
+

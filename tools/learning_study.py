@@ -8,13 +8,15 @@ against no pre-training, on a CPU.
 
 Stages (rerun the same command to resume; finished work is kept):
   1. data: the pre-training corpus (--corpus_dir, default ../shared/data/corpus)
-     minus one held-out file (--heldout_file), a WordPiece vocab of
-     --vocab_size learned from the rest, TFRecords of both (seq 128);
-  2. pre-training: ELECTRA (the --hparams model) for --steps steps, and a
-     masked LM of the same discriminator (electra_objective false) for the
-     steps that spend the same pre-training FLOPs (official FLOPs count,
-     electra_tf/flops.py); both are evaluated on the held-out records at the
-     --eval_at steps of ELECTRA (and the FLOPs-equal steps of the masked LM);
+     minus one held-out file (--heldout_file), TFRecords of both (seq 128)
+     with the BERT uncased vocab (or, with --vocab_file='', a vocab of
+     --vocab_size learned from the training text);
+  2. pre-training: ELECTRA (the --hparams model) with a --steps step schedule,
+     and a masked LM of the same discriminator (electra_objective false) with
+     the schedule that spends the same pre-training FLOPs (official FLOPs
+     count, electra_tf/flops.py); both train to the last --eval_at point of
+     their schedule and are evaluated on the held-out records at each
+     --eval_at step of ELECTRA (and the FLOPs-equal steps of the masked LM);
   3. fine-tuning: each --tasks task on its first --train_examples training
      examples (the whole dev set), from the ELECTRA and masked-LM checkpoints
      at --finetune_at and from random initialisation, one run per --seeds seed;
@@ -67,7 +69,10 @@ flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
 flags.DEFINE_string("corpus_dir", str(SHARED / "corpus"), "Pre-training text.")
 flags.DEFINE_string("heldout_file", "gutenberg/jnglb10.txt",
                     "File under --corpus_dir kept out of training, for evaluation.")
-flags.DEFINE_integer("vocab_size", 8000, "Size of the WordPiece vocab learned.")
+flags.DEFINE_string("vocab_file", str(SHARED / "vocab" / "bert_uncased_vocab.txt"),
+                    "The WordPiece vocab; empty: learn one of --vocab_size from the "
+                    "training text.")
+flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab learned when --vocab_file is empty.")
 flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
                     "Folder with <task>/ fine-tuning data.")
 flags.DEFINE_string("hparams", None, "Pre-training hparams over the study's model (JSON).")
@@ -100,7 +105,7 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   if heldout not in files:
     raise ValueError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
   train_files = [f for f in files if f != heldout]
-  vocab_file = data / "vocab.txt"
+  vocab_file = pathlib.Path(FLAGS.vocab_file) if FLAGS.vocab_file else data / "vocab.txt"
   if not vocab_file.exists():
     log(f"learning a {FLAGS.vocab_size}-piece vocab from {len(train_files)} files")
     vocab = vocab_lib.build_vocab(vocab_lib.read_corpus_texts(train_files, "--corpus_dir"),
@@ -297,17 +302,18 @@ def main() -> int:
   if FLAGS.plots_only:
     plot(results, work_dir)
     return 0
-  eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at} | {FLAGS.steps})
+  eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at})
   if eval_at[-1] > FLAGS.steps:
     raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
   data = prepare_data(work_dir)
   electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
   # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
   ratio = flops_per_step(electra) / flops_per_step(pretraining_config("mlm", 1, data, work_dir))
-  mlm_steps = {step: int(round(step * ratio)) for step in eval_at}
+  mlm_steps = {step: int(round(step * ratio)) for step in eval_at + [FLAGS.steps]}
   mlm = pretraining_config("mlm", mlm_steps[FLAGS.steps], data,
                            work_dir / "pretraining" / "mlm")
-  results["settings"] = {"model": MODEL, "steps": FLAGS.steps, "mlm_steps": mlm_steps,
+  results["settings"] = {"model": MODEL, "steps": FLAGS.steps, "eval_at": eval_at,
+                         "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
                          "flops_ratio": ratio, "vocab_size": electra.vocab_size,
                          "tasks": FLAGS.tasks, "train_examples": FLAGS.train_examples,
                          "seeds": FLAGS.seeds, "finetuning_hparams": FLAGS.finetuning_hparams}

@@ -18,7 +18,10 @@ the label, and whether the first line is a header, per task and split:
   sts   train/dev   -3      -2      -1     yes      float in [0, 5]
   sts   test        -2      -1      -      yes
 
-Example ids are the 0-based data row of the file.  MNLI's "dev" is
+Example ids are the 0-based data row of the file.  As official, a train row
+without the columns read (an empty line, a broken line of QQP's train.tsv) is
+skipped and counted in one warning; on dev and test files it stops the job
+with FILE:LINE, and so does a bad label on any file.  MNLI's "dev" is
 dev_matched.tsv; dev_mismatched.tsv is evaluated too (metrics prefixed
 "mismatched_").  With `double_unordered`, MRPC and STS train on each pair in
 both orders (the official code does this for these two tasks only, not QQP).
@@ -41,6 +44,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
@@ -49,6 +53,8 @@ from electra_tf.modeling import dropout
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
+
+_SKIPPED_SHOWN = 5  # skipped train rows named in the warning
 
 
 @dataclasses.dataclass
@@ -95,23 +101,41 @@ class SingleOutputTask(Task):
                  text_a_column: int, text_b_column: Optional[int],
                  label_column: Optional[int], skip_first_line: bool,
                  eid_offset: int = 0, swap: bool = False) -> List[InputExample]:
-    """Official _load_glue, raising on a malformed row instead of skipping."""
-    examples = []
+    """Official _load_glue.
+
+    A row without the columns read is skipped on the train split, as official
+    (ids keep counting rows, so skipped ones leave gaps; one warning gives
+    the count and the first lines), and is a MalformedRowError on other
+    splits, whose scores would change.  A bad label is an error everywhere
+    (the official code fails on it when featurizing).
+    """
+    examples, skipped = [], []
     for i, row in enumerate(rows):
       if i == 0 and skip_first_line:
         continue
       eid = i - (1 if skip_first_line else 0) + eid_offset
-      text_a = readers.column(path, row, text_a_column)
-      text_b = (None if text_b_column is None
-                else readers.column(path, row, text_b_column))
-      if is_labeled_split(split):
-        label = self._parse_label(path, row,
-                                  readers.column(path, row, label_column))
-      else:
-        label = self.dummy_label
+      try:
+        text_a = readers.column(path, row, text_a_column)
+        text_b = (None if text_b_column is None
+                  else readers.column(path, row, text_b_column))
+        label_text = (readers.column(path, row, label_column)
+                      if is_labeled_split(split) else None)
+      except readers.MalformedRowError:
+        if split != "train":
+          raise
+        skipped.append(row.line_number)
+        continue
+      label = (self.dummy_label if label_text is None
+               else self._parse_label(path, row, label_text))
       if swap:
         text_a, text_b = text_b, text_a
       examples.append(InputExample(eid, text_a, text_b, label))
+    if skipped and not swap:  # the swapped pass re-reads the same rows
+      logging.warning(
+          "%s: skipped %d malformed row(s) (too few columns or empty), as the "
+          "official reader does: %s%s", path, len(skipped),
+          ", ".join(f"{path}:{n}" for n in skipped[:_SKIPPED_SHOWN]),
+          ", ..." if len(skipped) > _SKIPPED_SHOWN else "")
     return examples
 
   @abc.abstractmethod
@@ -152,6 +176,12 @@ class SingleOutputTask(Task):
   def _label_features(self, example: InputExample) -> Dict[str, Any]:
     """The task-specific label feature(s) of an example."""
 
+  def _example_outputs(self, features: Features, values: np.ndarray
+                       ) -> Dict[int, np.ndarray]:
+    """Example id -> its row of `values` (the official test-set pickle)."""
+    return {int(eid): values[row]
+            for row, eid in enumerate(features.arrays[f"{self.name}_eid"])}
+
 
 class ClassificationTask(SingleOutputTask):
   """One label out of `label_list` per example; accuracy."""
@@ -191,7 +221,8 @@ class ClassificationTask(SingleOutputTask):
       labels = features.arrays[f"{self.name}_label_ids"]
       result = self.metrics(labels, predicted)
       result["loss"] = float(np.mean(outputs["loss"]))
-    return EvalResult(result, predictions)
+    return EvalResult(result, predictions, example_outputs=self._example_outputs(
+        features, np.asarray(outputs["logits"], np.float32)))
 
   def metrics(self, labels: np.ndarray, predicted: np.ndarray
               ) -> Dict[str, float]:
@@ -252,7 +283,8 @@ class RegressionTask(SingleOutputTask):
                 # on the normalised scale, as official
                 "mse": float(np.mean(np.square(targets - predicted))),
                 "loss": float(np.mean(outputs["loss"]))}
-    return EvalResult(result, predictions)
+    return EvalResult(result, predictions, example_outputs=self._example_outputs(
+        features, np.asarray(outputs["predictions"], np.float32)))
 
 
 class ClassificationHead(TaskHead):

@@ -9,9 +9,10 @@ Resolution order (as official):
   1. defaults below;
   2. the user's hparams (and the flags that share an hparam's name, which win
      over hparams: --task_names, --model_size, --model_dir, --init_checkpoint);
-  3. single-task defaults: rte/sts train 10 epochs, SQuAD 2 epochs at
-     max_seq_length 512 (and no test outputs), chunk max_seq_length 256, every
-     other single task 3 epochs;
+  3. single-task defaults: rte/sts train 10 epochs, SQuAD and the MRQA tasks
+     named "...qa" 2 epochs at max_seq_length 512 (and no test outputs; as
+     official, `naturalqs` does not match and gets 3 epochs at 128), chunk
+     max_seq_length 256, every other single task 3 epochs;
   4. model-size defaults: large uses learning_rate 5e-5 and layerwise_lr_decay
      0.9, small uses embedding_size 128;
   5. `debug` overrides;
@@ -20,23 +21,24 @@ Resolution order (as official):
 Locations follow the official layout under `data_dir`: raw data in
 `data_dir/finetuning_data/<task>/`, the pre-trained model in
 `data_dir/models/<model_name>/`.  Unlike the official code, the results go to
-`model_dir/results/` (the official code writes them beside the pre-trained
-model).
+`model_dir/results/` and the test predictions to `model_dir/test_predictions/`
+(the official code writes both beside the pre-trained model).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import ClassVar, List, Tuple
+from typing import ClassVar, List, Optional, Tuple
 
 from electra_tf.config import ConfigError, JobConfig
 
 # Official task names (finetune/task_builder.py), in the order of the paper's
-# tables.  The MRQA tasks of the official code are not implemented.
-TASK_NAMES = ("cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli", "rte",
-              "squadv1", "squad", "chunk")
-_MRQA_TASK_NAMES = ("newsqa", "naturalqs", "triviaqa", "searchqa")
+# tables, then the 2019 MRQA shared-task sets and chunking.
+MRQA_TASK_NAMES = ("newsqa", "naturalqs", "triviaqa", "searchqa")
+QA_TASK_NAMES = ("squadv1", "squad") + MRQA_TASK_NAMES
+TASK_NAMES = ("cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli", "rte"
+              ) + QA_TASK_NAMES + ("chunk",)
 
 _DEBUG_SETTINGS = {"save_checkpoints_steps": 1000000,
                    "use_tfrecords_if_existing": False, "num_trials": 1,
@@ -50,7 +52,11 @@ _DERIVED_NAMES = ("raw_data_dir", "qa_eval_file", "qa_preds_file",
 
 
 def is_qa_task(task_name: str) -> bool:
-  """The official test for span-QA tasks (SQuAD and MRQA)."""
+  """The official test for the span-QA single-task defaults.
+
+  A name test, as official: `naturalqs` fails it and so keeps the defaults of
+  the other tasks (max_seq_length 128, 3 epochs).
+  """
   return "squad" in task_name or "qa" in task_name
 
 
@@ -143,6 +149,34 @@ class FinetuningConfig(JobConfig):
     """The official `data_dir/finetuning_data/<task>` folder."""
     return os.path.join(self.data_dir, "finetuning_data", task_name)
 
+  def qa_eval_file(self, task_name: str,
+                   results_dir: Optional[str] = None) -> str:
+    """The official `<tasks>_qa/<task>_eval.json` (SQuAD 2.0 eval script
+    output) under results_dir (default: config.results_dir)."""
+    return self._qa_file(task_name, "eval", results_dir)
+
+  def qa_preds_file(self, task_name: str,
+                    results_dir: Optional[str] = None) -> str:
+    """The official `<tasks>_qa/<task>_preds.json` (question id -> answer)."""
+    return self._qa_file(task_name, "preds", results_dir)
+
+  def qa_na_file(self, task_name: str,
+                 results_dir: Optional[str] = None) -> str:
+    """The official `<tasks>_qa/<task>_null_odds.json` (SQuAD 2.0)."""
+    return self._qa_file(task_name, "null_odds", results_dir)
+
+  def _qa_file(self, task_name: str, kind: str,
+               results_dir: Optional[str]) -> str:
+    return os.path.join(results_dir or self.results_dir,
+                        ",".join(self.task_names) + "_qa",
+                        f"{task_name}_{kind}.json")
+
+  def test_predictions(self, task_name: str, split: str, trial: int) -> str:
+    """The official `test_predictions/<task>_<split>_<trial>_predictions.pkl`
+    (under model_dir)."""
+    return os.path.join(self.model_dir, "test_predictions",
+                        f"{task_name}_{split}_{trial}_predictions.pkl")
+
   def _derive(self) -> None:
     tasks = ",".join(self.task_names)
     if not self.vocab_file:
@@ -169,9 +203,6 @@ class FinetuningConfig(JobConfig):
     if not self.task_names:
       raise ConfigError("hparam task_names: no task given")
     for name in self.task_names:
-      if name in _MRQA_TASK_NAMES:
-        raise ConfigError(f"hparam task_names: the MRQA task {name!r} is not "
-                          f"implemented in electra-tf")
       if name not in TASK_NAMES:
         raise ConfigError(f"hparam task_names: unknown task {name!r}; known: "
                           f"{', '.join(TASK_NAMES)}")
@@ -184,7 +215,7 @@ class FinetuningConfig(JobConfig):
     if not 0.0 <= self.warmup_proportion <= 1.0:
       raise ConfigError(f"hparam warmup_proportion: {self.warmup_proportion} "
                         "is outside [0, 1]")
-    if any(is_qa_task(name) for name in self.task_names):
+    if any(name in QA_TASK_NAMES for name in self.task_names):
       if self.max_seq_length - self.max_query_length - 3 < 1:
         raise ConfigError(
             f"hparams max_seq_length ({self.max_seq_length}) and "

@@ -32,6 +32,8 @@ Layout of model_dir:
                            logs in trial_<t>/train (deleted after the trial
                            unless keep_all_models or it is the last one)
   results/                 see outputs.py
+  test_predictions/        the official test-set files (write_test_outputs;
+                           outputs.write_official_test_outputs)
 
 Resuming (the official code instead deletes a trial's model_dir and starts
 over): a rerun of the same command skips the trials recorded in results_pkl
@@ -382,6 +384,7 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
       for split, result in split_results.items():
         outputs.write_predictions_tsv(
             outputs.predictions_path(directory, task.name, split), result)
+        outputs.write_qa_files(config, task.name, result, directory)
     if trial <= config.n_writes_test:
       for split, data in test_data.get(task.name, {}).items():
         result = task.evaluate(data.examples, data.features,
@@ -390,6 +393,8 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
         for directory in _results_dirs(config, trial):
           outputs.write_predictions_tsv(
               outputs.predictions_path(directory, task.name, split), result)
+        outputs.write_official_test_outputs(config, task.name, split, trial,
+                                            result, _results_dirs(config, trial))
         _log(f"Wrote the {task.name} {split} predictions of trial {trial}")
   job.plot_curves()
   return results
@@ -421,7 +426,6 @@ def _run_record(config: FinetuningConfig) -> Dict[str, Any]:
 def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
   """Each task's export target must be new, empty, or an earlier export."""
   for task in tasks:
-    finetune_export.check_exportable(task)
     target = os.path.join(export_dir, task.name)
     checkpoints.check_output_dir(target, "--export_dir",
                                  overwrite=checkpoints.holds_saved_model(target))
@@ -478,39 +482,42 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         config.encoder_config(), config.effective_embedding_size), init_checkpoint)
 
   fileio.check_writable(config.model_dir, "model_dir")
-  for path in checkpoints.remove_interrupted_writes(config.model_dir):
-    _log(f"Removed {path}, left by an interrupted earlier run")
-  results = outputs.load_results(config) if (
-      config.do_train and config.do_eval and has_record) else []
-  for trial in range(1, config.num_trials + 1):
-    heading = f"model={config.model_name}, trial {trial}/{config.num_trials}"
-    done = trial <= len(results)
-    exporting = export_dir and trial == config.num_trials
-    if done and not exporting:
-      _log(f"== {heading}: already done (recorded in {config.results_pkl}) ==")
+  # One job per model_dir: a second one would remove the first one's
+  # checkpoint in progress as debris and write over its results.
+  with fileio.exclusive_use(config.model_dir, "model_dir"):
+    for path in checkpoints.remove_interrupted_writes(config.model_dir):
+      _log(f"Removed {path}, left by an interrupted earlier run")
+    results = outputs.load_results(config) if (
+        config.do_train and config.do_eval and has_record) else []
+    for trial in range(1, config.num_trials + 1):
+      heading = f"model={config.model_name}, trial {trial}/{config.num_trials}"
+      done = trial <= len(results)
+      exporting = export_dir and trial == config.num_trials
+      if done and not exporting:
+        _log(f"== {heading}: already done (recorded in {config.results_pkl}) ==")
+        if trial != config.num_trials and not config.keep_all_models:
+          shutil.rmtree(trial_dir(config, trial), ignore_errors=True)
+        continue
+      job = TrialJob(config, tasks, strategy, trial, num_train_steps)
+      job.initialize(init_checkpoint)
+      if not has_record:
+        train_loop.write_run_record(config.model_dir, RUN_RECORD, _run_record(config))
+        has_record = True
+      if config.do_train and not done:
+        _log(f"== Start training: {heading} ==")
+        job.train(data)
+      if config.do_eval and not done:
+        _log(f"== Run dev set evaluation: {heading} ==")
+        results.append(evaluate_trial(job, eval_data, test_data))
+        outputs.write_results(config, results)
+      if exporting:
+        for task in tasks:
+          target = os.path.join(export_dir, task.name)
+          finetune_export.export_task_model(
+              job.model, task, target, overwrite=checkpoints.holds_saved_model(target))
+          _log(f"Exported the {task.name} model to {target}")
       if trial != config.num_trials and not config.keep_all_models:
-        shutil.rmtree(trial_dir(config, trial), ignore_errors=True)
-      continue
-    job = TrialJob(config, tasks, strategy, trial, num_train_steps)
-    job.initialize(init_checkpoint)
-    if not has_record:
-      train_loop.write_run_record(config.model_dir, RUN_RECORD, _run_record(config))
-      has_record = True
-    if config.do_train and not done:
-      _log(f"== Start training: {heading} ==")
-      job.train(data)
-    if config.do_eval and not done:
-      _log(f"== Run dev set evaluation: {heading} ==")
-      results.append(evaluate_trial(job, eval_data, test_data))
-      outputs.write_results(config, results)
-    if exporting:
-      for task in tasks:
-        target = os.path.join(export_dir, task.name)
-        finetune_export.export_task_model(
-            job.model, task, target, overwrite=checkpoints.holds_saved_model(target))
-        _log(f"Exported the {task.name} model to {target}")
-    if trial != config.num_trials and not config.keep_all_models:
-      shutil.rmtree(job.directory, ignore_errors=True)
+        shutil.rmtree(job.directory, ignore_errors=True)
   if results:
     _log(f"Results over {len(results)} trial(s) (written to {config.results_txt}):")
     _log(outputs.results_table(results))

@@ -6,9 +6,9 @@ CoLA scorer calls), precision/recall/F1 of one positive label, Pearson and
 Spearman correlation (scipy.stats, as official).  These return fractions; the
 task scorers report them times 100 as the official scorers do.
 
-SQuAD: the official v1.1 and v2.0 evaluation scripts' answer normalisation,
-exact match and token F1, and their whole-dataset evaluations (in percent,
-under the official key names).
+SQuAD and MRQA: the official v1.1, v2.0 and MRQA 2019 evaluation scripts'
+answer normalisation (MRQA's is v1.1's), exact match and token F1, and their
+whole-dataset evaluations (in percent, under the official key names).
 
 Tagging: conversion between tag sequences and (start, end, type) spans
 (official tagging_utils, including its handling of malformed sequences) and
@@ -131,15 +131,34 @@ def squad_v2_f1(gold: str, prediction: str) -> float:
 def evaluate_squad_v1(gold_answers: Mapping[str, Sequence[str]],
                       predictions: Mapping[str, str]) -> Dict[str, float]:
   """Official v1.1 script: max over gold answers, missing predictions score 0."""
+  return _evaluate_max_over_gold(gold_answers, predictions,
+                                 skip_unanswered=False)
+
+
+def evaluate_mrqa(gold_answers: Mapping[str, Sequence[str]],
+                  predictions: Mapping[str, str]) -> Dict[str, float]:
+  """Official MRQA 2019 script as the official fine-tuning runs it: the v1.1
+  normalisation, EM and F1, but questions without a prediction are left out
+  (skip_no_answer)."""
+  return _evaluate_max_over_gold(gold_answers, predictions,
+                                 skip_unanswered=True)
+
+
+def _evaluate_max_over_gold(gold_answers: Mapping[str, Sequence[str]],
+                            predictions: Mapping[str, str],
+                            skip_unanswered: bool) -> Dict[str, float]:
+  """exact_match and f1 (percent), each the max over a question's answers."""
   exact = f1 = 0.0
+  total = 0
   for qid, answers in gold_answers.items():
     if not answers:
-      raise ValueError(f"SQuAD v1.1 question {qid!r} has no gold answer")
+      raise ValueError(f"question {qid!r} has no gold answer")
     if qid not in predictions:
+      total += int(not skip_unanswered)
       continue
+    total += 1
     exact += max(squad_v1_exact(a, predictions[qid]) for a in answers)
     f1 += max(squad_v1_f1(a, predictions[qid]) for a in answers)
-  total = len(gold_answers)
   return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
 
 

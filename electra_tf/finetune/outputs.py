@@ -12,6 +12,13 @@ In `config.results_dir` (model_dir/results):
   <tasks>_results.txt / .pkl       the official results files: every trial so
                                    far, one `task: metric: value - ...` line
                                    per task and trial
+  <tasks>_qa/<task>_preds.json     official span-QA files (qa_preds_file ...):
+  <tasks>_qa/<task>_null_odds.json question id -> answer, SQuAD 2.0 also id
+  <tasks>_qa/<task>_eval.json      -> null odds and the v2.0 script's metrics
+
+With write_test_outputs, the official test files too (see
+`write_official_test_outputs`), in `config.test_predictions(task, split,
+trial)` = model_dir/test_predictions/<task>_<split>_<trial>_predictions.pkl.
 """
 
 from __future__ import annotations
@@ -63,6 +70,49 @@ def write_predictions_tsv(path: str, result: EvalResult) -> None:
     lines.append(f"{key}\t{' '.join(prediction.splitlines()).replace(chr(9), ' ')}")
   _makedirs_for(path)
   atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def write_qa_files(config: FinetuningConfig, task_name: str,
+                   result: EvalResult, results_dir: str) -> None:
+  """The official span-QA files of `result` under `results_dir`:
+  qa_preds_file, and for SQuAD 2.0 qa_na_file and, on a scored split,
+  qa_eval_file (the v2.0 script's output); nothing for other tasks."""
+  if result.qa_preds is None:
+    return
+  _write_json(config.qa_preds_file(task_name, results_dir), result.qa_preds)
+  if result.qa_null_odds is not None:
+    _write_json(config.qa_na_file(task_name, results_dir),
+                {k: float(v) for k, v in result.qa_null_odds.items()})
+    if result.metrics:
+      _write_json(config.qa_eval_file(task_name, results_dir), result.metrics)
+
+
+def write_official_test_outputs(config: FinetuningConfig, task_name: str,
+                                split: str, trial: int, result: EvalResult,
+                                results_dirs: Sequence[str]) -> None:
+  """What the official run_finetuning writes for a test split, where it does.
+
+  GLUE: a pickle of {example id: logits} (STS: the prediction on the
+  normalised scale).  SQuAD 2.0: the test answers and null odds replace the
+  dev ones in qa_preds_file / qa_na_file (in each of `results_dirs`), and the
+  answers after the no-answer threshold go, as JSON, to the `.pkl`-named
+  test_predictions file (official quirks both).  Other tasks: nothing.
+  """
+  path = config.test_predictions(task_name, split, trial)
+  if result.example_outputs is not None:
+    _makedirs_for(path)
+    atomic_write_bytes(path, pickle.dumps(result.example_outputs,
+                                          pickle.HIGHEST_PROTOCOL))
+  elif result.qa_null_odds is not None:
+    for directory in results_dirs:
+      write_qa_files(config, task_name, result, directory)
+    _write_json(path, dict(result.predictions))
+
+
+def _write_json(path: str, value) -> None:
+  """Official utils.write_json: `json.dump` with default separators."""
+  _makedirs_for(path)
+  atomic_write_text(path, json.dumps(value))
 
 
 def results_text(results: Sequence[TrialResults]) -> str:

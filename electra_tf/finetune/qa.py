@@ -1,10 +1,17 @@
-"""SQuAD 1.1 (`squadv1`) and 2.0 (`squad`) span extraction (official qa_tasks).
+"""Span-extraction QA (official qa_tasks): SQuAD 1.1 (`squadv1`), 2.0
+(`squad`) and the 2019 MRQA shared-task sets (`newsqa`, `naturalqs`,
+`triviaqa`, `searchqa`).
 
-Reading: `<split>.json` (`<split>-debug.json` in debug mode, as official).  A
-context is split into whitespace-separated words; training examples keep the
-first gold answer as word positions (answers that cannot be found in the
-context are skipped and counted, as official); SQuAD 2.0 training reads
-`is_impossible`.
+Reading: SQuAD `<split>.json` (`<split>-debug.json` in debug mode, as
+official); MRQA `<split>.jsonl` (the official name), else `<split>.jsonl.gz`
+(the MRQA release, gzipped), one context per line after a header line (the
+first 11 lines in debug mode, as official).  A context is split into
+whitespace-separated words; training examples keep the first gold answer as
+word positions (SQuAD: `answers[0]`; MRQA: the first character span of
+`detected_answers[0]`, with the length of its text, as official); answers
+that cannot be found in the context are skipped and counted, as official.
+SQuAD 2.0 training reads `is_impossible`.  Questions are keyed by SQuAD `id`
+or MRQA `qid`.
 
 Featurizing: [CLS] question [SEP] window [SEP], the question cut to
 max_query_length word pieces, the document cut into windows of
@@ -29,12 +36,14 @@ plus answerable_weight * sigmoid cross-entropy of the answerable classifier
 
 Evaluating: the official n-best search over windows (max_answer_length,
 n_best_size, max-context windows only), the text projected back onto the
-original words, then the official EM/F1 (SQuAD 2.0: a question is predicted
-unanswerable when its null score exceeds qa_na_threshold).
+original words, then the official EM/F1 of the SQuAD 1.1, SQuAD 2.0 or MRQA
+evaluation script (SQuAD 2.0: a question is predicted unanswerable when its
+null score exceeds qa_na_threshold; MRQA: the gold answers are `answers`).
 """
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import os
@@ -52,13 +61,14 @@ from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       softmax_cross_entropy)
 
 _MASK_PENALTY = 1000.0
+_MRQA_DEBUG_LINES = 11  # official debug mode: lines 0-10, header included
 
 
 @dataclasses.dataclass
 class QAExample:
   """One question on one context; positions are word indices (training)."""
   eid: int
-  qas_id: str
+  qas_id: str  # SQuAD id or MRQA qid: the key of predictions
   question_text: str
   doc_tokens: List[str]  # shared by the questions of a paragraph
   answers: List[str]  # every gold answer text (evaluation)
@@ -185,8 +195,8 @@ def best_indexes(logits: np.ndarray, n_best_size: int) -> List[int]:
   return [int(i) for i in np.argsort(-np.asarray(logits), kind="stable")[:n_best_size]]
 
 
-class SQuADTask(Task):
-  """SQuAD 1.1 or 2.0."""
+class QATask(Task):
+  """A span-extraction task; subclasses read their format and score."""
 
   def __init__(self, config: FinetuningConfig, name: str, tokenizer,
                v2: bool):
@@ -201,72 +211,26 @@ class SQuADTask(Task):
                             else tokenizer.basic_tokenizer.tokenize)
 
   # -------------------------------------------------------------- reading
-  def data_path(self, split: str) -> str:
-    return os.path.join(self.config.raw_data_dir(self.name),
-                        split + ("-debug" if self.config.debug else "") + ".json")
-
   def get_examples(self, split: str) -> List[QAExample]:
     if split not in self._examples:
-      path = self.data_path(split)
       examples: List[QAExample] = []
-      failures = 0
-      for location, paragraph in readers.squad_paragraphs(
-          path, readers.read_json(path)):
-        failures += self._add_examples(path, location, paragraph, split,
-                                       examples)
+      failures = self._read_examples(split, examples)
       logging.info("%s %s: %d examples, %d failures", self.name, split,
                    len(examples), failures)
       self._examples[split] = examples
     return self._examples[split]
 
-  def _add_examples(self, path: str, location: str, paragraph: Mapping[str, Any],
-                    split: str, examples: List[QAExample]) -> int:
-    """Appends the paragraph's questions; returns how many were skipped."""
-    doc_tokens, char_to_word = split_context(paragraph["context"])
-    failures = 0
-    for k, qa in enumerate(paragraph["qas"]):
-      example = QAExample(eid=len(examples), qas_id=qa["id"],
-                          question_text=qa["question"], doc_tokens=doc_tokens,
-                          answers=[a["text"] for a in qa.get("answers", [])])
-      if split != "train" and is_labeled_split(split):
-        self._check_gold_answers(path, location, k, qa, split)
-      if split == "train":
-        if self.v2:
-          if not isinstance(qa.get("is_impossible"), bool):
-            raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
-                             "no 'is_impossible' boolean (SQuAD 2.0 train)")
-          example.is_impossible = qa["is_impossible"]
-        if example.is_impossible:
-          example.start_position = example.end_position = -1
-          example.orig_answer_text = ""
-        elif not self._locate_answer(path, location, k, qa, example,
-                                     char_to_word):
-          failures += 1
-          continue
-      examples.append(example)
-    return failures
+  @abc.abstractmethod
+  def _read_examples(self, split: str, examples: List[QAExample]) -> int:
+    """Appends the examples of `split`; returns how many training questions
+    were skipped because their answer is not in the context."""
 
-  def _check_gold_answers(self, path, location, k, qa, split) -> None:
-    """An evaluated question needs its gold answers: SQuAD 1.1 at least one,
-    SQuAD 2.0 the 'answers' list itself (empty: unanswerable)."""
-    if "answers" not in qa:
-      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
-                       f"'answers' list ({split} is scored against it)")
-    if not self.v2 and not qa["answers"]:
-      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has an "
-                       f"empty 'answers' list (SQuAD 1.1 {split} is scored "
-                       "against at least one)")
-
-  def _locate_answer(self, path, location, k, qa, example, char_to_word
-                     ) -> bool:
-    """Sets the example's answer word span; False when it is not found."""
-    if not qa.get("answers"):
-      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
-                       "answer (training needs one)")
-    answer = qa["answers"][0]
-    offset, text = answer["answer_start"], answer["text"]
+  def _locate_answer(self, path: str, qid: str, text: str, offset: int,
+                     example: QAExample, char_to_word: Sequence[int]) -> bool:
+    """Sets the example's answer word span from the answer's text and first
+    character; False when it is not found in the context (official)."""
     if not 0 <= offset <= offset + len(text) - 1 < len(char_to_word):
-      logging.warning("%s: answer of %s is outside its context", path, qa["id"])
+      logging.warning("%s: answer of %s is outside its context", path, qid)
       return False
     example.orig_answer_text = text
     example.start_position = char_to_word[offset]
@@ -275,7 +239,7 @@ class SQuADTask(Task):
         example.start_position:example.end_position + 1]).lower()
     if actual.find(" ".join(text.split()).lower()) == -1:
       logging.warning("%s: could not find answer %r of %s in its context",
-                      path, text, qa["id"])
+                      path, text, qid)
       return False
     return True
 
@@ -381,12 +345,16 @@ class SQuADTask(Task):
                    for qid, text in answers.items()]
     result = {}
     if is_labeled_split(split):
-      gold = {example.qas_id: example.answers for example in examples}
-      if self.v2:
-        result = metrics.evaluate_squad_v2(gold, answers, null_odds, threshold)
-      else:
-        result = dict(sorted(metrics.evaluate_squad_v1(gold, answers).items()))
-    return EvalResult(result, predictions, key_name="id")
+      result = self._score({example.qas_id: example.answers
+                            for example in examples}, answers, null_odds)
+    return EvalResult(result, predictions, key_name="id", qa_preds=answers,
+                      qa_null_odds=null_odds if self.v2 else None)
+
+  @abc.abstractmethod
+  def _score(self, gold: Mapping[str, Sequence[str]],
+             answers: Mapping[str, str],
+             null_odds: Mapping[str, float]) -> Dict[str, float]:
+    """The official evaluation script's metrics (sorted by name)."""
 
   def _best_answer(self, example: QAExample, rows: Sequence[int],
                    windows: Sequence[QAWindow],
@@ -573,6 +541,117 @@ class QAHead(TaskHead):
     return outputs
 
 
+class SQuADTask(QATask):
+  """SQuAD 1.1 or 2.0 (`{"data": [{"paragraphs": [...]}]}` JSON)."""
+
+  def data_path(self, split: str) -> str:
+    return os.path.join(self.config.raw_data_dir(self.name),
+                        split + ("-debug" if self.config.debug else "") + ".json")
+
+  def _read_examples(self, split: str, examples: List[QAExample]) -> int:
+    path = self.data_path(split)
+    return sum(self._add_examples(path, location, paragraph, split, examples)
+               for location, paragraph in readers.squad_paragraphs(
+                   path, readers.read_json(path)))
+
+  def _add_examples(self, path: str, location: str, paragraph: Mapping[str, Any],
+                    split: str, examples: List[QAExample]) -> int:
+    """Appends the paragraph's questions; returns how many were skipped."""
+    doc_tokens, char_to_word = split_context(paragraph["context"])
+    failures = 0
+    for k, qa in enumerate(paragraph["qas"]):
+      example = QAExample(eid=len(examples), qas_id=qa["id"],
+                          question_text=qa["question"], doc_tokens=doc_tokens,
+                          answers=[a["text"] for a in qa.get("answers", [])])
+      if split != "train" and is_labeled_split(split):
+        self._check_gold_answers(path, location, k, qa, split)
+      if split == "train":
+        if self.v2:
+          if not isinstance(qa.get("is_impossible"), bool):
+            raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
+                             "no 'is_impossible' boolean (SQuAD 2.0 train)")
+          example.is_impossible = qa["is_impossible"]
+        if example.is_impossible:
+          example.start_position = example.end_position = -1
+          example.orig_answer_text = ""
+        else:
+          if not qa.get("answers"):
+            raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
+                             "no answer (training needs one)")
+          answer = qa["answers"][0]
+          if not self._locate_answer(path, qa["id"], answer["text"],
+                                     answer["answer_start"], example,
+                                     char_to_word):
+            failures += 1
+            continue
+      examples.append(example)
+    return failures
+
+  def _check_gold_answers(self, path, location, k, qa, split) -> None:
+    """An evaluated question needs its gold answers: SQuAD 1.1 at least one,
+    SQuAD 2.0 the 'answers' list itself (empty: unanswerable)."""
+    if "answers" not in qa:
+      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
+                       f"'answers' list ({split} is scored against it)")
+    if not self.v2 and not qa["answers"]:
+      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has an "
+                       f"empty 'answers' list (SQuAD 1.1 {split} is scored "
+                       "against at least one)")
+
+  def _score(self, gold, answers, null_odds):
+    if self.v2:
+      return metrics.evaluate_squad_v2(gold, answers, null_odds,
+                                       self.config.qa_na_threshold)
+    return dict(sorted(metrics.evaluate_squad_v1(gold, answers).items()))
+
+
+class MRQATask(QATask):
+  """A 2019 MRQA shared-task set (JSON lines, gzipped or plain)."""
+
+  def __init__(self, config: FinetuningConfig, name: str, tokenizer):
+    super().__init__(config, name, tokenizer, v2=False)
+
+  def data_path(self, split: str) -> str:
+    """`<split>.jsonl` (official), else `<split>.jsonl.gz` when only it exists."""
+    path = os.path.join(self.config.raw_data_dir(self.name), split + ".jsonl")
+    return path + ".gz" if (not os.path.exists(path) and
+                            os.path.exists(path + ".gz")) else path
+
+  def test_splits(self) -> List[str]:
+    return []  # MRQA has no test sets; the official code writes none
+
+  def _read_examples(self, split: str, examples: List[QAExample]) -> int:
+    path = self.data_path(split)
+    records = readers.read_jsonl(path, max_lines=(_MRQA_DEBUG_LINES
+                                                  if self.config.debug else None))
+    failures = 0
+    for line_number, context in readers.mrqa_contexts(path, records):
+      doc_tokens, char_to_word = split_context(context["context"])
+      for k, qa in enumerate(context["qas"]):
+        where = f"{path}:{line_number}: qas[{k}] ('{qa['qid']}')"
+        example = QAExample(eid=len(examples), qas_id=qa["qid"],
+                            question_text=qa["question"],
+                            doc_tokens=doc_tokens, answers=qa["answers"])
+        if split == "train":
+          if not qa.get("detected_answers"):
+            raise ValueError(f"{where} has no 'detected_answers' (training "
+                             "needs one)")
+          answer = qa["detected_answers"][0]
+          if not self._locate_answer(path, qa["qid"], answer["text"],
+                                     answer["char_spans"][0][0], example,
+                                     char_to_word):
+            failures += 1
+            continue
+        elif is_labeled_split(split) and not qa["answers"]:
+          raise ValueError(f"{where} has an empty 'answers' list ({split} is "
+                           "scored against it)")
+        examples.append(example)
+    return failures
+
+  def _score(self, gold, answers, null_odds):
+    return dict(sorted(metrics.evaluate_mrqa(gold, answers).items()))
+
+
 class SQuAD(SQuADTask):
   """SQuAD 2.0."""
 
@@ -585,3 +664,31 @@ class SQuADv1(SQuADTask):
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "squadv1", tokenizer, v2=False)
+
+
+class NewsQA(MRQATask):
+  """NewsQA (MRQA)."""
+
+  def __init__(self, config, tokenizer):
+    super().__init__(config, "newsqa", tokenizer)
+
+
+class NaturalQuestions(MRQATask):
+  """Natural Questions (MRQA)."""
+
+  def __init__(self, config, tokenizer):
+    super().__init__(config, "naturalqs", tokenizer)
+
+
+class TriviaQA(MRQATask):
+  """TriviaQA (MRQA)."""
+
+  def __init__(self, config, tokenizer):
+    super().__init__(config, "triviaqa", tokenizer)
+
+
+class SearchQA(MRQATask):
+  """SearchQA (MRQA)."""
+
+  def __init__(self, config, tokenizer):
+    super().__init__(config, "searchqa", tokenizer)

@@ -3,6 +3,9 @@
 - GLUE `.tsv`: tab-separated, unquoted fields (the official reader uses the
   csv module with quoting off); a leading UTF-8 byte-order mark is dropped.
 - SQuAD `.json`: `{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}`.
+- MRQA `.jsonl` (gzipped or plain): a header line, then one JSON object per
+  line, `{"context", "qas": [{"qid", "question", "answers": [texts],
+  "detected_answers": [{"text", "char_spans": [[start, end], ...]}]}]}`.
 - CoNLL `.txt`: one `WORD ... TAG` line per token, a blank line after each
   sentence, `-DOCSTART-` lines skipped.
 """
@@ -10,9 +13,11 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import re
+import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 _TAG_PATTERN = re.compile(r"O|[BIES]-[^-\s]+")
@@ -25,6 +30,11 @@ class TsvRow:
   fields: List[str]
 
 
+class MalformedRowError(ValueError):
+  """A `.tsv` row without the columns a task reads (the rows the official
+  reader skips)."""
+
+
 def _require_file(path: str) -> None:
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path}: fine-tuning data file not found")
@@ -33,7 +43,8 @@ def _require_file(path: str) -> None:
 def read_tsv(path: str, max_lines: Optional[int] = None) -> List[TsvRow]:
   """All lines of a tab-separated file (at most `max_lines`, header included).
 
-  Trailing empty lines are ignored; an empty line elsewhere is an error.
+  Trailing empty lines are ignored; an empty line elsewhere is a row with no
+  fields (as the csv module reads it), which `column` reports.
   """
   _require_file(path)
   with open(path, encoding="utf-8-sig", newline="") as f:
@@ -45,17 +56,18 @@ def read_tsv(path: str, max_lines: Optional[int] = None) -> List[TsvRow]:
   rows = []
   for index, line in enumerate(lines):
     line = line.rstrip("\r")
-    if not line:
-      raise ValueError(f"{path}:{index + 1}: empty line inside the data")
-    rows.append(TsvRow(index + 1, line.split("\t")))
+    rows.append(TsvRow(index + 1, line.split("\t") if line else []))
   return rows
 
 
 def column(path: str, row: TsvRow, index: int) -> str:
-  """`row.fields[index]` (negative counts from the end) or a clear error."""
+  """`row.fields[index]` (negative counts from the end), else a
+  MalformedRowError naming file and line."""
+  if not row.fields:
+    raise MalformedRowError(f"{path}:{row.line_number}: empty line inside the data")
   needed = index + 1 if index >= 0 else -index
   if len(row.fields) < needed:
-    raise ValueError(
+    raise MalformedRowError(
         f"{path}:{row.line_number}: expected at least {needed} tab-separated "
         f"columns, found {len(row.fields)}")
   return row.fields[index]
@@ -115,6 +127,91 @@ def _check_squad_question(path: str, location: str, qa: Any) -> None:
         or not isinstance(answer.get("answer_start"), int)):
       raise ValueError(f"{path}: {location}.answers[{n}] ('{qa['id']}') needs "
                        "'text' (string) and 'answer_start' (integer)")
+
+
+def read_jsonl(path: str, max_lines: Optional[int] = None
+               ) -> List[Tuple[int, Any]]:
+  """(line number, object) of each non-blank line of a JSON-lines file.
+
+  Reads at most `max_lines` lines.  A gzip file (told by its first bytes, so
+  any name works) is decompressed.  Invalid JSON or UTF-8 names the file and
+  line.
+  """
+  _require_file(path)
+  with open(path, "rb") as f:
+    gzipped = f.read(2) == b"\x1f\x8b"
+  records: List[Tuple[int, Any]] = []
+  try:
+    with (gzip.open if gzipped else open)(path, "rb") as f:
+      for line_number, raw in enumerate(f, start=1):
+        if max_lines is not None and line_number > max_lines:
+          break
+        try:
+          line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+          raise ValueError(f"{path}:{line_number}: not valid UTF-8 (byte "
+                           f"{e.start} of the line)") from None
+        if not line.strip():
+          continue
+        try:
+          records.append((line_number, json.loads(line)))
+        except json.JSONDecodeError as e:
+          raise ValueError(f"{path}:{line_number}: invalid JSON ({e.msg} at "
+                           f"column {e.colno})") from None
+  except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    raise ValueError(f"{path}: damaged gzip file ({e})") from None
+  return records
+
+
+def mrqa_contexts(path: str, records: Sequence[Tuple[int, Any]]
+                  ) -> List[Tuple[int, Dict[str, Any]]]:
+  """Checks the MRQA schema; returns (line number, context) pairs.
+
+  Lines holding a "header" key are dropped, as the official reader does.
+  """
+  contexts = []
+  for line_number, record in records:
+    where = f"{path}:{line_number}"
+    if not isinstance(record, dict):
+      raise ValueError(f"{where}: not a JSON object")
+    if "header" in record:
+      continue
+    if not isinstance(record.get("context"), str):
+      raise ValueError(f"{where}: no 'context' string")
+    if not isinstance(record.get("qas"), list):
+      raise ValueError(f"{where}: no 'qas' list")
+    for k, qa in enumerate(record["qas"]):
+      _check_mrqa_question(f"{where}: qas[{k}]", qa)
+    contexts.append((line_number, record))
+  return contexts
+
+
+def _is_char_span(span: Any) -> bool:
+  return (isinstance(span, list) and len(span) == 2 and
+          all(isinstance(i, int) for i in span))
+
+
+def _check_mrqa_question(where: str, qa: Any) -> None:
+  if not isinstance(qa, dict):
+    raise ValueError(f"{where} is not an object")
+  for key in ("qid", "question"):
+    if not isinstance(qa.get(key), str):
+      raise ValueError(f"{where} has no '{key}' string")
+  answers = qa.get("answers")
+  if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+    raise ValueError(f"{where} ('{qa['qid']}'): 'answers' is not a list of "
+                     "strings")
+  detected = qa.get("detected_answers", [])
+  if not isinstance(detected, list):
+    raise ValueError(f"{where} ('{qa['qid']}'): 'detected_answers' is not a list")
+  for n, answer in enumerate(detected):
+    spans = answer.get("char_spans") if isinstance(answer, dict) else None
+    if (not isinstance(answer, dict) or not isinstance(answer.get("text"), str)
+        or not isinstance(spans, list) or not spans
+        or not all(_is_char_span(span) for span in spans)):
+      raise ValueError(f"{where}.detected_answers[{n}] ('{qa['qid']}') needs "
+                       "'text' (string) and 'char_spans' (a non-empty list of "
+                       "[start, end] integer pairs)")
 
 
 def read_conll(path: str, max_sentences: Optional[int] = None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -60,10 +60,22 @@ class Features:
 
 @dataclasses.dataclass
 class EvalResult:
-  """Official metrics of a split and one (key, prediction) per example."""
+  """Official metrics of a split and one (key, prediction) per example, plus
+  what the official prediction files hold (None where a task has none):
+
+  example_outputs  GLUE: example id -> the head's logits [num_labels]
+                   (regression: its prediction on the normalised scale)
+  qa_preds         span QA: question id -> the best answer (SQuAD 2.0: the
+                   best non-empty one, before the no-answer threshold)
+  qa_null_odds     SQuAD 2.0: question id -> null score minus the best
+                   answer's score (the answerable logit with the classifier)
+  """
   metrics: Dict[str, float]
   predictions: List[Tuple[str, str]]
   key_name: str = "index"  # what the key column holds
+  example_outputs: Optional[Dict[int, np.ndarray]] = None
+  qa_preds: Optional[Dict[str, str]] = None
+  qa_null_odds: Optional[Dict[str, float]] = None
 
 
 class TaskHead(keras.layers.Layer):

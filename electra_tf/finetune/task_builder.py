@@ -21,6 +21,10 @@ _TASKS: Dict[str, Type[Task]] = {
     "rte": classification.RTE,
     "squadv1": qa.SQuADv1,
     "squad": qa.SQuAD,
+    "newsqa": qa.NewsQA,
+    "naturalqs": qa.NaturalQuestions,
+    "triviaqa": qa.TriviaQA,
+    "searchqa": qa.SearchQA,
     "chunk": tagging.ChunkingTask,
 }
 assert tuple(_TASKS) == TASK_NAMES
@@ -30,7 +34,7 @@ def get_task(name: str, config: FinetuningConfig, tokenizer) -> Task:
   """The task `name`, which must be one of config.task_names.
 
   tokenizer: FullTokenizer-like (`tokenize`, `convert_tokens_to_ids`; the
-  SQuAD tasks also split words before WordPiece, with `basic_tokenize` or
+  QA tasks also split words before WordPiece, with `basic_tokenize` or
   the official `basic_tokenizer.tokenize`).
   """
   if name not in _TASKS:

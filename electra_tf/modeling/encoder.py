@@ -7,8 +7,9 @@ A post-LayerNorm Transformer built from tf_keras layers:
        lookups, summed, LayerNorm (epsilon 1e-12)                -> [B, S, E]
     -> dropout, `embeddings_project` Dense(H) when E != H        -> [B, S, H]
     -> num_hidden_layers x TransformerLayer (self-attention masked by
-       input_mask, residual + LayerNorm, gelu feed-forward of width
-       intermediate_size, residual + LayerNorm)                   -> [B, S, H]
+       input_mask, and causally for an `ltr` / `rtl` encoder; residual +
+       LayerNorm, gelu feed-forward of width intermediate_size, residual +
+       LayerNorm)                                                 -> [B, S, H]
     -> pooled_output = the [CLS] (first) vector                   -> [B, H]
 
 Every variable carries its official TF1 name (`electra/embeddings/
@@ -104,10 +105,18 @@ class EmbeddingLayer(keras.layers.Layer):
         initializer=truncated_normal(self.initializer_range))
     super().build(input_shape)
 
-  def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor) -> tf.Tensor:
-    """[B, S] ids -> [B, S, E] LayerNorm(word + token type + position)."""
-    seq_length = tf.shape(input_ids)[1]
-    output = tf.gather(self.word_embeddings, input_ids)
+  def call(self, input_ids: Optional[tf.Tensor], segment_ids: tf.Tensor,
+           word_embeddings: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """[B, S] ids -> [B, S, E] LayerNorm(word + token type + position).
+
+    `word_embeddings` [B, S, E] replaces the lookup of `input_ids` (official
+    BertModel `input_embeddings`); the other embeddings are still added.
+    """
+    seq_length = tf.shape(segment_ids)[1]
+    if word_embeddings is None:
+      output = tf.gather(self.word_embeddings, input_ids)
+    else:
+      output = tf.cast(word_embeddings, self.compute_dtype)
     # Token types by a one-hot matmul, as official (for any device): the
     # table's gradient is then a dense tensor, as in the official graph.  A
     # gather's gradient is an IndexedSlices with one row per token, whose
@@ -162,7 +171,8 @@ class TransformerLayer(keras.layers.Layer):
 
   def call(self, hidden: tf.Tensor, attention_adder: tf.Tensor,
            training: Optional[bool] = None):
-    """hidden [B, S, H], attention_adder [B, 1, 1, S] (0 or -10000).
+    """hidden [B, S, H], attention_adder [B, 1, 1, S] or, for a causal
+    encoder, [B, 1, S, S] (0 or -10000; query positions along axis 2).
 
     Returns (layer output [B, S, H], attention probabilities [B, heads, S, S]).
     """
@@ -201,11 +211,22 @@ class TransformerEncoder(keras.layers.Layer):
     embeddings: an `EmbeddingLayer` shared with another encoder (ELECTRA's
       generator uses the discriminator's).
     name: the variable scope: `electra` for the discriminator (and for a tied
-      generator or plain BERT), `generator` for a separate generator.
+      generator or plain BERT), `generator` for a separate generator,
+      `generator_ltr` / `generator_rtl` for Electric's two towers.
+    ltr, rtl: causal self-attention (official BertModel `ltr` / `rtl`): each
+      position attends only to itself and the positions before it (ltr,
+      left-to-right) or after it (rtl); at most one of them.
 
   Called as `encoder(input_ids, input_mask, segment_ids, training=...)` with
-  int32 [B, S] tensors (S <= max_position_embeddings); returns a dict:
+  int32 [B, S] tensors (S <= max_position_embeddings).  As the official
+  BertModel, two optional inputs replace part of the embedding block:
+  `input_embeddings` [B, S, E] replaces the word-embedding lookup (token-type
+  and position embeddings, LayerNorm and dropout still follow);
+  `input_reprs` [B, S, E or H] replaces the whole block's output (no
+  dropout; `embeddings_project` applies when its width is E != H).  With
+  either, `input_ids` may be None.  Returns a dict:
     embeddings        [B, S, E]  LayerNorm output of the embedding block
+                                 (`input_reprs` when given)
     embedding_output  [B, S, H]  input to the first layer (after projection)
     encoder_outputs   list of num_hidden_layers [B, S, H] layer outputs
     attention_probs   list of num_hidden_layers [B, heads, S, S]
@@ -215,9 +236,13 @@ class TransformerEncoder(keras.layers.Layer):
 
   def __init__(self, config: ModelConfig, embedding_size: Optional[int] = None,
                embeddings: Optional[EmbeddingLayer] = None, name: str = "electra",
-               **kwargs: Any):
+               ltr: bool = False, rtl: bool = False, **kwargs: Any):
     super().__init__(name=name, **kwargs)
+    if ltr and rtl:
+      raise ValueError("TransformerEncoder: at most one of ltr / rtl")
     self.config = config
+    self.ltr = ltr
+    self.rtl = rtl
     if embeddings is None:
       embeddings = EmbeddingLayer(
           config.vocab_size, embedding_size or config.hidden_size,
@@ -242,18 +267,32 @@ class TransformerEncoder(keras.layers.Layer):
     """The word-embedding table [V, E] (the MLM output projection uses it)."""
     return self.embeddings.word_embeddings
 
-  def call(self, input_ids: tf.Tensor, input_mask: tf.Tensor,
-           segment_ids: tf.Tensor, training: Optional[bool] = None
-           ) -> Dict[str, Any]:
-    embedded = self.embeddings(input_ids, segment_ids)
-    hidden = self.embedding_dropout(embedded, training=training)
-    if self.embeddings_project is not None:
+  def call(self, input_ids: Optional[tf.Tensor], input_mask: tf.Tensor,
+           segment_ids: tf.Tensor, training: Optional[bool] = None,
+           input_embeddings: Optional[tf.Tensor] = None,
+           input_reprs: Optional[tf.Tensor] = None) -> Dict[str, Any]:
+    if input_reprs is None:
+      embedded = self.embeddings(input_ids, segment_ids, input_embeddings)
+      hidden = self.embedding_dropout(embedded, training=training)
+    else:
+      embedded = hidden = tf.cast(input_reprs, self.compute_dtype)
+    # Official rule, per input: project what is not already H wide.
+    if self.embeddings_project is not None and hidden.shape[-1] != self.config.hidden_size:
       hidden = self.embeddings_project(hidden)
     embedding_output = hidden
     # Keys where input_mask is 0 get -10000 before the softmax; every query
     # position attends (official create_attention_mask_from_input_mask).
-    attention_adder = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_ADDER
-    attention_adder = attention_adder[:, tf.newaxis, tf.newaxis, :]
+    if self.ltr or self.rtl:
+      # Official causal masking: the input mask times a triangular [S, S]
+      # mask (lower for ltr, upper for rtl), then the same adder.
+      seq_length = tf.shape(input_mask)[1]
+      causal = tf.linalg.band_part(tf.ones([seq_length, seq_length]),
+                                   -1 if self.ltr else 0, 0 if self.ltr else -1)
+      allowed = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :] * causal
+      attention_adder = (1.0 - allowed) * ATTENTION_MASK_ADDER
+    else:
+      attention_adder = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_ADDER
+      attention_adder = attention_adder[:, tf.newaxis, tf.newaxis, :]
     encoder_outputs, attention_probs = [], []
     with tf.name_scope("encoder"):
       for layer in self.transformer_layers:

@@ -12,7 +12,8 @@ Resolution order (as official; the machinery is `config.JobConfig`'s):
   2. the user's hparams (and flags of the same name);
   3. `debug` overrides (batch 8, 20 steps, ...);
   4. model-size defaults (small: embedding_size 128; base/large: the paper's
-     Table 6 settings, see `paper_hparams`);
+     Table 6 settings, see `paper_hparams`), then electric_objective sets
+     two_tower_generator (Electric needs the two-tower generator);
   5. the user's values again, so that they win over 3 and 4;
   6. derived `max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`
      (not settable, as official) and the paths under data_dir.
@@ -53,7 +54,7 @@ class PretrainingConfig(JobConfig):
 
   # loss functions
   electra_objective: bool = True  # False: plain masked LM (BERT, no NSP)
-  electric_objective: bool = False  # Electric (cloze); not supported here
+  electric_objective: bool = False  # Electric: noise-contrastive cloze discriminator
   gen_weight: float = 1.0
   disc_weight: float = 50.0
   mask_prob: float = 0.15
@@ -72,7 +73,7 @@ class PretrainingConfig(JobConfig):
 
   # generator settings
   uniform_generator: bool = False
-  two_tower_generator: bool = False  # Electric only; not supported here
+  two_tower_generator: bool = False  # generator is a two-tower cloze model
   untied_generator_embeddings: bool = False
   untied_generator: bool = True
   generator_layers: float = 1.0
@@ -90,6 +91,11 @@ class PretrainingConfig(JobConfig):
   # electra-tf additions
   paper_hparams: bool = True  # base/large take the paper's Table 6 settings
   eval_tfrecords: str = ""  # held-out TFRecords for --do_eval (default: pretrain_tfrecords)
+  # Clip each replica's gradient of its own loss (per-replica means) by its
+  # own global norm, then sum: the official TPU recipe (CrossShardOptimizer
+  # after clip_by_global_norm) of the released models.  Default: the global
+  # batch's gradient, clipped once (the official single-device path).
+  clip_per_replica: bool = False
 
   # derived (not settable)
   max_predictions_per_seq: int = dataclasses.field(default=0, init=False)
@@ -106,6 +112,8 @@ class PretrainingConfig(JobConfig):
       self.embedding_size = 128
     elif self.paper_hparams and self.model_size in _PAPER_SETTINGS:
       self.update(_PAPER_SETTINGS[self.model_size])
+    if self.electric_objective:
+      self.two_tower_generator = True  # official: Electric requires it
 
   def _derive(self) -> None:
     # Derived last so that it sees the final mask_prob / max_seq_length; on the
@@ -125,6 +133,11 @@ class PretrainingConfig(JobConfig):
       self.results_pkl = os.path.join(results_dir, "unsup_results.pkl")
 
   @property
+  def has_discriminator(self) -> bool:
+    """As official: ELECTRA and Electric both train a discriminator."""
+    return self.electra_objective or self.electric_objective
+
+  @property
   def eval_files(self) -> str:
     """The TFRecords evaluation reads: eval_tfrecords, else (as official) the
     training ones."""
@@ -138,9 +151,15 @@ class PretrainingConfig(JobConfig):
     super().validate()
     if not 0.0 < self.mask_prob < 1.0:
       raise ConfigError(f"hparam mask_prob: {self.mask_prob} is outside (0, 1)")
-    if self.electric_objective or self.two_tower_generator:
-      raise ConfigError("hparams electric_objective / two_tower_generator: the "
-                        "Electric objective is not implemented in electra-tf")
+    if self.electric_objective and not self.two_tower_generator:
+      raise ConfigError("hparam two_tower_generator=false: electric_objective "
+                        "needs the two-tower generator (official: it sets it)")
+    if self.two_tower_generator and not (
+        self.has_discriminator and self.untied_generator and not self.uniform_generator):
+      # The official code builds no cloze output then and fails on it.
+      raise ConfigError("hparam two_tower_generator=true needs electra_objective or "
+                        "electric_objective, untied_generator=true and "
+                        "uniform_generator=false")
     if self.temperature <= 0:
       raise ConfigError(f"hparam temperature: {self.temperature} must be > 0")
     if self.num_warmup_steps < 0:
@@ -149,7 +168,7 @@ class PretrainingConfig(JobConfig):
       raise ConfigError(
           f"max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length) = "
           f"{self.max_predictions_per_seq}; raise mask_prob or max_seq_length")
-    if self.electra_objective and self.untied_generator:
+    if self.has_discriminator and self.untied_generator:
       gen = self.generator_config()
       if gen.hidden_size < 1 or gen.num_hidden_layers < 1:
         raise ConfigError(
@@ -176,6 +195,10 @@ class PretrainingConfig(JobConfig):
     """What a model_dir's checkpoints depend on (recorded in electra_config.json)."""
     record = {key: getattr(self, key) for key in ARCHITECTURE_KEYS}
     record["discriminator"] = self.encoder_config().to_dict()
+    # Recorded only when set, so that the records of earlier runs still match.
+    for key in ("electric_objective", "two_tower_generator"):
+      if getattr(self, key):
+        record[key] = True
     return record
 
 

@@ -5,15 +5,21 @@ Shared by the vocab learner (`pretrain.vocab`) and the TFRecord builder
 non-hidden file under a directory (recursively, in sorted order) or the
 files listed, `*.gz` decompressed, lines split at b"\\n" only (as the
 official GFile reader), a line that is not valid UTF-8 an error naming the
-file, line and byte offset unless asked to skip and count such lines.
+file, line and byte offset unless asked to skip and count such lines. The
+TFRecord builder also reads OpenWebText's xz-compressed tar archives of texts
+(`read_archive_lines`), each text read as a file is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
+import lzma
 import os
-from typing import Iterator, List, Optional, Sequence, Union
+import random
+import tarfile
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Union
 
 from electra_tf.tokenization import DataError
 
@@ -47,12 +53,53 @@ def list_corpus_files(corpus: Union[str, Sequence[str]],
 
 @dataclasses.dataclass
 class CorpusChunk:
-  path: str
+  path: str  # the file on disk
   lines: List[str]  # decoded, stripped; "" for blank lines
   invalid_line_numbers: List[int]  # 1-based numbers of skipped non-UTF-8 lines
+  member: Optional[str] = None  # the text's name inside an archive at `path`
   bytes_read: int = 0  # position in the file on disk
-  end_of_file: bool = False
+  end_of_text: bool = False  # last chunk of a text (a file, or an archive member)
+  end_of_file: bool = False  # last chunk of the file on disk
   token_ids: Optional[List[List[int]]] = None  # of the non-blank lines
+
+  @property
+  def text_name(self) -> str:
+    """The text in messages: the file, or the archive and the member."""
+    return self.path if self.member is None else f"{self.path}, document {self.member}"
+
+
+def _text_chunks(stream: Iterable[bytes], raw: BinaryIO, path: str,
+                 member: Optional[str], last_text: bool, chunk_lines: int,
+                 skip_invalid_utf8: bool) -> Iterator[CorpusChunk]:
+  """The chunks of one text's lines, read from `stream` (`raw`: the file on
+  disk, for the position); its last chunk ends the file if `last_text`."""
+  line_no = 0
+  offset = 0  # of the current line in the (decompressed) text
+  chunk = CorpusChunk(path, [], [], member)
+  try:
+    for raw_line in stream:
+      line_no += 1
+      try:
+        chunk.lines.append(raw_line.decode("utf-8").strip())
+      except UnicodeDecodeError as e:
+        if not skip_invalid_utf8:
+          raise DataError(
+              f"corpus file {chunk.text_name}: line {line_no} is not valid UTF-8 "
+              f"({e.reason} at byte offset {offset + e.start}); convert or remove the "
+              "file, or pass --skip_invalid_utf8 to skip such lines") from None
+        chunk.invalid_line_numbers.append(line_no)
+      offset += len(raw_line)
+      if len(chunk.lines) >= chunk_lines:
+        chunk.bytes_read = raw.tell()
+        yield chunk
+        chunk = CorpusChunk(path, [], [], member)
+  except (OSError, EOFError) as e:
+    raise DataError(f"corpus file {chunk.text_name}: unreadable after line {line_no} "
+                    f"({e})") from None
+  chunk.bytes_read = raw.tell()
+  chunk.end_of_text = True
+  chunk.end_of_file = last_text
+  yield chunk
 
 
 def read_corpus_lines(path: str, chunk_lines: int = CHUNK_LINES,
@@ -65,28 +112,46 @@ def read_corpus_lines(path: str, chunk_lines: int = CHUNK_LINES,
   """
   with open(path, "rb") as raw:
     stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
-    line_no = 0
-    offset = 0  # of the current line in the (decompressed) text
-    chunk = CorpusChunk(path, [], [])
+    yield from _text_chunks(stream, raw, path, None, True, chunk_lines,
+                            skip_invalid_utf8)
+
+
+def read_archive_lines(path: str, rng: random.Random, chunk_lines: int = CHUNK_LINES,
+                       skip_invalid_utf8: bool = False) -> Iterator[CorpusChunk]:
+  """The lines of the texts of an xz-compressed tar archive (an OpenWebText
+  `urlsf_subset*_data.xz`), text after text, as `read_corpus_lines` reads a file.
+
+  As the official script (which extracts an archive, then shuffles its
+  files), the texts come in an order shuffled by `rng` (from their sorted
+  names). The archive is decompressed as a stream and its texts held in
+  memory, one archive at a time (a few MB for OpenWebText); nothing goes to
+  disk. Members that are not regular files (folders, links) are skipped. A
+  damaged archive, or a file that is not an xz-compressed tar, is a DataError
+  naming it, and so is an archive of .xz archives (the OpenWebText download
+  itself, which must be unpacked first). An archive without texts yields one
+  empty chunk that ends the file.
+  """
+  with open(path, "rb") as raw:
     try:
-      for raw_line in stream:
-        line_no += 1
-        try:
-          chunk.lines.append(raw_line.decode("utf-8").strip())
-        except UnicodeDecodeError as e:
-          if not skip_invalid_utf8:
+      with lzma.LZMAFile(raw) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+        texts = []
+        for member in archive:
+          if member.name.endswith(".xz"):
             raise DataError(
-                f"corpus file {path}: line {line_no} is not valid UTF-8 ({e.reason} "
-                f"at byte offset {offset + e.start}); convert or remove the file, "
-                "or pass --skip_invalid_utf8 to skip such lines") from None
-          chunk.invalid_line_numbers.append(line_no)
-        offset += len(raw_line)
-        if len(chunk.lines) >= chunk_lines:
-          chunk.bytes_read = raw.tell()
-          yield chunk
-          chunk = CorpusChunk(path, [], [])
-    except (OSError, EOFError) as e:
-      raise DataError(f"corpus file {path}: unreadable after line {line_no} ({e})") from None
-    chunk.bytes_read = raw.tell()
-    chunk.end_of_file = True
-    yield chunk
+                f"corpus archive {path}: holds the archive {member.name}, not texts "
+                "(unpack the OpenWebText download first: tar xf openwebtext.tar.xz, "
+                "then pass its openwebtext/ folder)")
+          if member.isfile():
+            texts.append((member.name, archive.extractfile(member).read()))
+        while stream.read(1 << 20):  # on to the xz end, whose checks find a cut file
+          pass
+    except (lzma.LZMAError, tarfile.TarError, EOFError, OSError) as e:
+      raise DataError(f"corpus archive {path}: damaged or not an xz-compressed tar "
+                      f"archive ({e})") from None
+    texts.sort()
+    rng.shuffle(texts)
+    for i, (member, text) in enumerate(texts):
+      yield from _text_chunks(io.BytesIO(text), raw, path, member, i == len(texts) - 1,
+                              chunk_lines, skip_invalid_utf8)
+    if not texts:
+      yield CorpusChunk(path, [], [], bytes_read=raw.tell(), end_of_file=True)

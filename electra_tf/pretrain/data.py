@@ -18,14 +18,15 @@ Batches (B examples, N = max_predictions_per_seq):
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from google.protobuf.message import DecodeError
 import tensorflow as tf
 
 from electra_tf.cli import error_message
-from electra_tf.tokenization import DataError, SpecialIds
+from electra_tf.tokenization import DataError, SpecialIds, candidates_mask
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 REPLACE_WITH_MASK_PROB = 0.85  # official: the other 15% keep their token
@@ -33,6 +34,17 @@ _TRAIN_FILE_CYCLE = 4  # official num_cpu_threads: files read in parallel
 _TRAIN_SHUFFLE_BUFFER = 100  # official record shuffle buffer (train and eval)
 # How TensorFlow's record reader reports a bad record, with its byte offset.
 _BAD_RECORD = re.compile(r"(truncated|corrupted) record at (\d+)")
+# The start-up check (`checked_tfrecords`): every file's first record, the
+# first records of a few files, and all of a small corpus.
+_SAMPLE_FILES = 4
+_SAMPLE_RECORDS = 256
+_FULL_CHECK_FILES = 16
+_FULL_CHECK_BYTES = 64 << 20
+# Reading (`_read_file`): records per counted block; bytes around a record
+# (length, its CRC, the data's CRC); the error of a file that ends early.
+_READ_BLOCK = 256
+_RECORD_FRAMING = 16
+_BAD_FILE = re.compile(r"TFRecord file <(.*?)> ends early: bad record at byte offset <(\d+)>")
 
 
 # ---------------------------------------------------------------- records
@@ -70,18 +82,7 @@ def record_length(files: List[str]) -> int:
       raise DataError(f"TFRecord file {path}: unreadable ({error_message(e)})") from None
     if first is None:
       continue
-    try:
-      features = tf.train.Example.FromString(first.numpy()).features.feature
-    except DecodeError:
-      raise DataError(f"TFRecord file {path}: first record is not a tf.train.Example") from None
-    missing = [n for n in FEATURE_NAMES if not features[n].int64_list.value]
-    if missing:
-      raise DataError(f"TFRecord file {path}: missing int64 feature(s) "
-                      f"{', '.join(missing)} (needs {', '.join(FEATURE_NAMES)})")
-    lengths = {n: len(features[n].int64_list.value) for n in FEATURE_NAMES}
-    if len(set(lengths.values())) != 1:
-      raise DataError(f"TFRecord file {path}: features of unequal lengths {lengths}")
-    return lengths["input_ids"]
+    return _example_length(path, first.numpy())
   raise DataError(f"pretrain_tfrecords: the {len(files)} matching file(s) hold no "
                   f"record (first: {files[0]})")
 
@@ -89,12 +90,10 @@ def record_length(files: List[str]) -> int:
 def count_records(path: str) -> int:
   """Reads every record of a TFRecord file (checksums included), in C++.
 
-  A truncated or corrupt file is a DataError naming it, raised here rather
-  than hours into training when the input pipeline reaches the bad record.
+  A truncated or corrupt file is a DataError naming it and the byte offset.
   """
   # Batched: a per-record reduce costs ~50 us of tf.data overhead per record
-  # (20 s for 200k records); in batches of 4096 the read runs at disk speed
-  # (0.6 s), so checking a multi-million-record corpus takes seconds.
+  # (20 s for 200k records); in batches of 4096 the read runs at disk speed.
   def add_batch(count, records):
     return count + tf.size(records, out_type=tf.int64)
 
@@ -108,33 +107,192 @@ def count_records(path: str) -> int:
         f"unreadable ({error_message(e)})")) from None
 
 
-def check_tfrecords(file_patterns: str, max_seq_length: int) -> List[str]:
-  """The matching files, after checking that every record reads and that
-  records have length S."""
+def file_sizes(files: List[str]) -> List[int]:
+  """Sizes in bytes (stat'ed by threads: remote file systems answer slowly)."""
+  with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    return [stat.length for stat in pool.map(tf.io.gfile.stat, files)]
+
+
+def _first_records(files: List[str]) -> List[Optional[bytes]]:
+  """The first record of each file (None for an empty one), read in parallel.
+
+  A file whose first record does not read is a DataError naming it.
+  """
+  def first(path):
+    return tf.data.TFRecordDataset(path).take(1).map(lambda record: (path, record))
+
+  found: Dict[str, bytes] = {}
+  try:
+    for path, record in tf.data.Dataset.from_tensor_slices(files).interleave(
+        first, cycle_length=16, num_parallel_calls=16, deterministic=False):
+      found[path.numpy().decode("utf-8")] = record.numpy()
+  except tf.errors.OpError:
+    for path in files:  # which one (rare: a bad file among many)
+      try:
+        next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+      except tf.errors.OpError as e:
+        raise DataError(f"TFRecord file {path}: unreadable ({error_message(e)})") from None
+    raise
+  return [found.get(path) for path in files]
+
+
+def _example_length(path: str, record: bytes) -> int:
+  """S of a serialized Example with the three int64 features, else DataError."""
+  try:
+    features = tf.train.Example.FromString(record).features.feature
+  except DecodeError:
+    raise DataError(f"TFRecord file {path}: first record is not a tf.train.Example") from None
+  missing = [n for n in FEATURE_NAMES if not features[n].int64_list.value]
+  if missing:
+    raise DataError(f"TFRecord file {path}: missing int64 feature(s) "
+                    f"{', '.join(missing)} (needs {', '.join(FEATURE_NAMES)})")
+  lengths = {n: len(features[n].int64_list.value) for n in FEATURE_NAMES}
+  if len(set(lengths.values())) != 1:
+    raise DataError(f"TFRecord file {path}: features of unequal lengths {lengths}")
+  return lengths["input_ids"]
+
+
+def _check_sample(files: List[str], max_seq_length: int) -> None:
+  """The first _SAMPLE_RECORDS records of up to _SAMPLE_FILES files (the
+  first, the last and evenly spaced ones) read and decode."""
+  count = min(_SAMPLE_FILES, len(files))
+  picked = sorted({round(i * (len(files) - 1) / max(count - 1, 1)) for i in range(count)})
+  for path in (files[i] for i in picked):
+    try:
+      tf.data.TFRecordDataset(path).take(_SAMPLE_RECORDS).batch(_SAMPLE_RECORDS).map(
+          lambda records: tf.io.parse_example(records, feature_spec(max_seq_length))
+      ).reduce(0, lambda count, _: count + 1)
+    except tf.errors.OpError as e:
+      bad = _BAD_RECORD.search(e.message)
+      raise DataError(f"TFRecord file {path}: " + (
+          f"{bad.group(1)} record at byte offset {bad.group(2)}" if bad else
+          f"a record of the first {_SAMPLE_RECORDS} does not decode as "
+          f"{', '.join(FEATURE_NAMES)} of length {max_seq_length} "
+          f"({error_message(e)})")) from None
+
+
+def checked_tfrecords(file_patterns: str, max_seq_length: int
+                      ) -> Tuple[List[str], List[int]]:
+  """(files, sizes) of the patterns after the start-up check.
+
+  The check costs the same whatever the corpus size: every file's first
+  record (its framing, checksums, the three features, length S) and a
+  sample of records (`_check_sample`).  Every other record's checksums are
+  verified as the input pipeline reads it (`get_dataset`): a corrupt or
+  truncated record stops the job there (`bad_record_error`).  A small corpus
+  (at most _FULL_CHECK_FILES files and _FULL_CHECK_BYTES bytes) is also read
+  through up front, as it costs under a second.
+  """
   files = find_tfrecords(file_patterns)
-  length = record_length(files)
-  if length != max_seq_length:
-    raise DataError(f"pretrain_tfrecords {file_patterns}: records have length "
-                    f"{length} but max_seq_length is {max_seq_length}; rebuild "
-                    f"them with --max_seq_length={max_seq_length} or set it to {length}")
-  for path in files:
+  sizes = file_sizes(files)
+  lengths = {}
+  for path, record in zip(files, _first_records(files)):
+    if record is not None:
+      lengths[path] = _example_length(path, record)
+  if not lengths:
+    raise DataError(f"pretrain_tfrecords: the {len(files)} matching file(s) hold no "
+                    f"record (first: {files[0]})")
+  for path, length in lengths.items():
+    if length != max_seq_length:
+      raise DataError(f"TFRecord file {path}: records have length {length} but "
+                      f"max_seq_length is {max_seq_length}; rebuild them with "
+                      f"--max_seq_length={max_seq_length} or set it to {length}")
+  _check_sample([p for p in files if p in lengths], max_seq_length)
+  if len(files) <= _FULL_CHECK_FILES and sum(sizes) <= _FULL_CHECK_BYTES:
+    for path in files:
+      count_records(path)
+  return files, sizes
+
+
+def check_tfrecords(file_patterns: str, max_seq_length: int) -> List[str]:
+  """The matching files, after the start-up check of `checked_tfrecords`."""
+  return checked_tfrecords(file_patterns, max_seq_length)[0]
+
+
+def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
+  """The records of one file, as TFRecordDataset reads them, checksums
+  verified; a file that ends before its `size` bytes (a corrupt or truncated
+  record, a read error) fails with an error `bad_record_error` names.
+
+  TFRecordDataset's own error does not name the file (the pipeline reads
+  several at once): here the reader stops at the error (`ignore_errors`
+  ends a TFRecordDataset at its first bad record) and an end marker checks
+  the bytes read (records are counted in blocks, to keep the cost per
+  record small).
+  """
+  blocks = tf.data.TFRecordDataset(path, buffer_size=1 << 20).ignore_errors().batch(
+      _READ_BLOCK)
+  blocks = blocks.map(lambda records: (records, False)).concatenate(
+      tf.data.Dataset.from_tensors((tf.constant([], tf.string), True)))
+
+  def count(offset, block):
+    records, is_end = block
+    framed = tf.cast(tf.strings.length(records), tf.int64) + _RECORD_FRAMING
+    return offset + tf.reduce_sum(framed), (records, is_end, offset)
+
+  def check(records, is_end, offset):
+    read_through = tf.logical_or(tf.logical_not(is_end), tf.equal(offset, size))
+    with tf.control_dependencies([tf.debugging.Assert(read_through, [
+        tf.strings.join(["TFRecord file <", path, "> ends early: bad record at byte offset <",
+                         tf.strings.as_string(offset), ">"])])]):
+      return tf.identity(records), is_end
+
+  return (blocks.scan(tf.constant(0, tf.int64), count).map(check)
+          .filter(lambda records, is_end: tf.logical_not(is_end))
+          .map(lambda records, is_end: records).unbatch())
+
+
+def bad_record_error(error: BaseException, context: str = "") -> Optional[DataError]:
+  """The DataError (one line, file and byte offset) of an error the input
+  pipeline raised at a corrupt or truncated record; None for another error.
+
+  `context` is appended (e.g. what happens to the checkpoints).
+  """
+  if not isinstance(error, tf.errors.OpError):
+    return None
+  found = _BAD_FILE.search(error.message)
+  if found is None:
+    return None
+  path, offset = found.group(1), found.group(2)
+  try:  # TensorFlow's own reason, from reading that one file again
     count_records(path)
-  return files
+    reason = DataError(f"TFRecord file {path}: read failed at byte offset {offset}")
+  except DataError as e:
+    reason = e
+  return DataError(f"{reason}{context}")
+
+
+class InputPosition(tf.train.experimental.PythonState):
+  """A tf.data iterator's position as one string in a checkpoint.
+
+  tf.data saves an iterator's state (file offsets, shuffle buffers, random
+  generators, the elements read ahead) as a variant tensor, which a
+  checkpoint reader cannot read back as a value; here it is serialized to
+  bytes (one entry `<name>/.ATTRIBUTES/py_state`).  Saved and restored in
+  eager mode, between training loops.
+  """
+
+  def __init__(self, iterator: tf.data.Iterator):
+    self.iterator = iterator
+
+  def serialize(self) -> bytes:
+    # pylint: disable=protected-access
+    state = self.iterator._serialize_to_tensors()["_STATE"]
+    return tf.io.serialize_tensor(state).numpy()
+
+  def deserialize(self, string_value: bytes) -> None:
+    # pylint: disable=protected-access
+    self.iterator._restore_from_tensors(
+        {"_STATE": tf.io.parse_tensor(string_value, tf.variant)})
 
 
 # ---------------------------------------------------------------- masking
-def candidates_mask(input_ids: tf.Tensor, input_mask: tf.Tensor,
-                    special: SpecialIds) -> tf.Tensor:
-  """bool [B, S]: real tokens other than [CLS], [SEP], [MASK], [PAD]."""
-  candidates = tf.cast(input_mask, tf.bool)
-  for token_id in (special.cls_id, special.sep_id, special.mask_id, special.pad_id):
-    candidates &= tf.not_equal(input_ids, token_id)
-  return candidates
-
-
 def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
                mask_prob: float, special: SpecialIds,
-               seed: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+               seed: Optional[tf.Tensor] = None,
+               proposal_distribution: Optional[tf.Tensor] = None,
+               disallow_from_mask: Optional[tf.Tensor] = None,
+               already_masked: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
   """Official dynamic masking (pretrain_helpers.mask) of a batch.
 
   Per example, n = max(1, min(N, round(sum(input_mask) * mask_prob))) slots
@@ -150,6 +308,16 @@ def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
 
   `seed`: int32/int64 [2] for stateless, reproducible draws; None draws one
   from the global generator.
+
+  The official mask()'s other options (from its early "strategic masking"
+  experiments; the official ELECTRA and Electric runs leave them unset):
+    proposal_distribution  float [B, S] non-negative scores (or a scalar):
+                           positions are drawn with probability proportional
+                           to score among the candidates (uniform when None)
+    disallow_from_mask     bool [B, S]: positions never drawn
+    already_masked         bool/0-1 [B, N]: slots left unused (weight 0),
+                           for several rounds of masking
+  An example whose candidates all score 0 gets no used slot (official: NaN).
   """
   input_ids = tf.cast(batch["input_ids"], tf.int32)
   input_mask = tf.cast(batch["input_mask"], tf.int32)
@@ -159,16 +327,26 @@ def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
     seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
   position_seed, replace_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
 
-  candidates = candidates_mask(input_ids, input_mask, special)
+  candidates = candidates_mask(input_ids, input_mask, special, disallow_from_mask)
+  log_scores = 0.0
+  if proposal_distribution is not None:
+    scores = tf.broadcast_to(tf.cast(proposal_distribution, tf.float32),
+                             tf.shape(input_ids))
+    candidates &= scores > 0
+    log_scores = tf.math.log(scores)
   has_candidate = tf.reduce_any(candidates, axis=-1)
   num_tokens = tf.cast(tf.reduce_sum(input_mask, -1), tf.float32)
   num_to_predict = tf.maximum(1, tf.minimum(
       num_slots, tf.cast(tf.round(num_tokens * mask_prob), tf.int32)))
   used = tf.sequence_mask(num_to_predict, num_slots) & has_candidate[:, tf.newaxis]
+  if already_masked is not None:
+    used &= ~tf.cast(already_masked, tf.bool)
   used_int = tf.cast(used, tf.int32)
 
-  # Uniform over candidates; rows without any sample from all (then unused).
-  logits = tf.where(candidates | ~has_candidate[:, tf.newaxis], 0.0, float("-inf"))
+  # Proportional to the scores (uniform by default) over the candidates; rows
+  # without any sample uniformly from all (their slots are unused).
+  logits = tf.where(candidates, log_scores,
+                    tf.where(has_candidate[:, tf.newaxis], float("-inf"), 0.0))
   positions = tf.random.stateless_categorical(
       logits, num_slots, seed=position_seed, dtype=tf.int32) * used_int
   masked_lm_ids = tf.gather(input_ids, positions, batch_dims=1) * used_int
@@ -207,32 +385,41 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
   pipelines (`input_context`) read disjoint files, or disjoint records when
   there are fewer files than pipelines.  `skip_examples` drops the first
   examples of this pipeline's stream undecoded (a resumed run continues where
-  it stopped: same records, same masks).
+  it stopped: same records, same masks) by reading them: the resume fallback
+  of runs whose iterator state is not saved (see pretrain/job.py).
+
+  Start-up costs the same whatever the corpus size (`checked_tfrecords`);
+  every record's checksums are verified as it is read, and a corrupt or
+  truncated record fails the pipeline with an error `bad_record_error`
+  turns into a one-line DataError naming the file and byte offset.
   """
   if single_pass and is_training:
     raise ValueError("get_dataset: single_pass is for reading, not for training")
-  files = check_tfrecords(file_patterns, max_seq_length)
+  files, sizes = checked_tfrecords(file_patterns, max_seq_length)
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   shard_files = num_pipelines > 1 and len(files) >= num_pipelines
   shard_records = num_pipelines > 1 and not shard_files
   order_seed = seed if is_training else seed + 1  # evaluation reads in its own order
 
-  dataset = tf.data.Dataset.from_tensor_slices(files)
+  dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
   if shard_files:
     dataset = dataset.shard(num_pipelines, pipeline_id)
     files = files[pipeline_id::num_pipelines]
   if single_pass:
-    dataset = dataset.flat_map(tf.data.TFRecordDataset)
+    dataset = dataset.flat_map(_read_file)
   else:
     dataset = dataset.repeat().shuffle(len(files), seed=order_seed)
     dataset = dataset.interleave(
-        tf.data.TFRecordDataset, cycle_length=min(_TRAIN_FILE_CYCLE, len(files)),
+        _read_file, cycle_length=min(_TRAIN_FILE_CYCLE, len(files)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if shard_records:
     dataset = dataset.shard(num_pipelines, pipeline_id)
   if not single_pass:
     dataset = dataset.shuffle(_TRAIN_SHUFFLE_BUFFER, seed=order_seed)
+  # Always there, even skipping nothing (tf.data would otherwise remove it),
+  # so that an iterator saved by a run that skipped restores into a pipeline
+  # that does not (`pipeline_options`).
   dataset = dataset.skip(skip_examples)
   dataset = dataset.map(lambda record: decode_record(record, max_seq_length),
                         num_parallel_calls=tf.data.AUTOTUNE)
@@ -253,4 +440,12 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
   dataset = dataset.enumerate(start=skip_examples).map(
       mask, num_parallel_calls=tf.data.AUTOTUNE)
   dataset = dataset.batch(batch_size, drop_remainder=not single_pass)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  return dataset.prefetch(tf.data.AUTOTUNE).with_options(pipeline_options())
+
+
+def pipeline_options() -> tf.data.Options:
+  """Options of every `get_dataset` pipeline: skip(0) is kept (its iterator
+  state is part of a saved input position)."""
+  options = tf.data.Options()
+  options.experimental_optimization.noop_elimination = False
+  return options

@@ -8,9 +8,14 @@ worker reads its own shard of the TFRecords (`distribute_datasets_from_function`
 
 Losses across replicas: every replica divides its summed MLM and
 discriminator losses by the GLOBAL sums of masked_lm_weights and input_mask
-(an all-reduce), so the summed replica gradients are exactly the gradient of
-the official loss computed on the whole global batch on one device.  On one
-device this is the official loss itself.
+(and of the cloze weights, for a two-tower generator; an all-reduce), so the
+summed replica gradients are exactly the gradient of the official loss
+computed on the whole global batch on one device.  On one device this is the
+official loss itself.  With the `clip_per_replica` hparam each replica
+instead takes the official loss of its own batch, as each TPU core does in
+the official recipe, and the optimizer clips each replica's gradient before
+summing them (optimization.AdamWeightDecay); the logged losses are then the
+replicas' mean.
 
 Generator sampling noise is drawn per example from a stateless seed: (seed,
 step * global batch + row) in training, (seed, -(eval batch + 1) * global
@@ -26,6 +31,7 @@ its JSON twin and `curves.png` (training losses, learning rate, eval metrics).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -64,14 +70,17 @@ class PretrainingJob:
   def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
     self.config = config
     self.strategy = strategy
+    # The cloze loss of a two-tower generator needs the vocab's special ids.
+    special = special_ids_for(config) if config.two_tower_generator else None
     self.trainer = train_loop.Trainer(
-        strategy, lambda: build_model(config),
+        strategy, lambda: build_model(config, special),
         lambda model: optimization.create_optimizer(
             learning_rate=config.learning_rate,
             num_train_steps=config.num_train_steps,
             num_warmup_steps=config.num_warmup_steps,
             weight_decay_rate=config.weight_decay_rate,
-            lr_decay_power=config.lr_decay_power),
+            lr_decay_power=config.lr_decay_power,
+            clip_per_replica=config.clip_per_replica),
         seed=config.seed, mixed_precision=config.mixed_precision,
         jit_compile=config.jit_compile)
     self.model = self.trainer.model
@@ -82,22 +91,66 @@ class PretrainingJob:
                ) -> tf.distribute.DistributedDataset:
     """Masked batches; training skips the examples of `start_step` steps."""
     config = self.config
-    special = special_ids_for(config)
     global_batch = config.train_batch_size if is_training else config.eval_batch_size
-    files = config.pretrain_tfrecords if is_training else config.eval_files
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
       batch_size = context.get_per_replica_batch_size(global_batch)
       replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
-      return pretrain_data.get_dataset(
-          files, batch_size=batch_size,
-          skip_examples=start_step * batch_size * replicas_per_pipeline,
-          max_seq_length=config.max_seq_length,
-          max_predictions_per_seq=config.max_predictions_per_seq,
-          mask_prob=config.mask_prob, special=special,
-          is_training=is_training, seed=config.seed, input_context=context)
+      return self._pipeline(is_training, batch_size,
+                            start_step * batch_size * replicas_per_pipeline, context)
 
     return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+  def _pipeline(self, is_training: bool, batch_size: int, skip_examples: int = 0,
+                context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    config = self.config
+    return pretrain_data.get_dataset(
+        config.pretrain_tfrecords if is_training else config.eval_files,
+        batch_size=batch_size, skip_examples=skip_examples,
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        mask_prob=config.mask_prob, special=special_ids_for(config),
+        is_training=is_training, seed=config.seed, input_context=context)
+
+  def _train_input(self, latest: Optional[str], step: int):
+    """(iterator of training batches from `step`, its checkpointable state or None).
+
+    Where the input position can be saved (`saves_input_position`), the one
+    input pipeline's tf.data iterator is checkpointed with the model: a
+    checkpoint holding it resumes by restoring that position (cost flat in
+    the step); one without it (older versions, another strategy) resumes by
+    reading and dropping the examples of the steps done, as do strategies
+    whose input cannot be saved.  Either way the resumed run sees the
+    examples and masks of the uninterrupted one.
+    """
+    config, strategy = self.config, self.strategy
+    skip = step * config.train_batch_size
+    if not saves_input_position(strategy):
+      if step:
+        _log(f"Skipping the {skip} examples of {step} steps ({type(strategy).__name__} "
+             "does not save the input position)")
+      return iter(self._dataset(is_training=True, start_step=step)), None
+    per_replica = config.train_batch_size // strategy.num_replicas_in_sync
+
+    def local_iterator(skip_examples):
+      with tf.device("/cpu:0"):
+        return iter(self._pipeline(True, per_replica, skip_examples))
+
+    if latest and input_position_saved(latest):
+      iterator = local_iterator(0)
+      position = pretrain_data.InputPosition(iterator)
+      try:
+        tf.train.Checkpoint(**{train_loop.INPUT_KEY: position}).read(latest).expect_partial()
+        _log(f"Restored the input position of step {step} from {latest}")
+        return LocalInput(strategy, iterator), position
+      except tf.errors.OpError as e:
+        _log(f"The input position in {latest} does not restore "
+             f"({e.message.splitlines()[0]}); reading to it instead")
+    if step:
+      _log(f"Skipping the {skip} examples of {step} steps ({latest} holds no input "
+           "position)")
+    iterator = local_iterator(skip)
+    return LocalInput(strategy, iterator), pretrain_data.InputPosition(iterator)
 
   # --------------------------------------------------------------- steps
   def _replica_outputs(self, batch, first_counter, training: bool):
@@ -110,11 +163,12 @@ class PretrainingJob:
     sample_seeds = tf.stack(
         [tf.fill(tf.shape(rows), tf.constant(self.config.seed, tf.int64)),
          tf.cast(first_counter, tf.int64) + rows], axis=1)  # [B, 2]
-    # Global denominators of the two losses (see the module docstring).
-    weight_sums = context.all_reduce(
-        tf.distribute.ReduceOp.SUM,
-        tf.stack([tf.reduce_sum(batch["masked_lm_weights"]),
-                  tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))]))
+    # Global denominators of the losses (see the module docstring); with
+    # clip_per_replica each replica's own.
+    weight_sums = None
+    if not self.config.clip_per_replica:
+      weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                       self.model.loss_weight_sums(batch))
     return self.model(batch, training=training, sample_seed=sample_seeds,
                       loss_denominators=weight_sums)
 
@@ -126,13 +180,20 @@ class PretrainingJob:
     """
     outputs = self._replica_outputs(
         batch, tf.cast(step, tf.int64) * self.config.train_batch_size, training=True)
-    return outputs["total_loss"], {name: outputs[key] for name, key in self._loss_keys}
+    logged = {name: outputs[key] for name, key in self._loss_keys}
+    if self.config.clip_per_replica:
+      # Per-replica means, summed by the step: log their mean.
+      replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+      logged = {name: value / replicas for name, value in logged.items()}
+    return outputs["total_loss"], logged
 
   @property
   def _loss_keys(self):
     """(logged name, model output key) of the losses this objective has."""
     keys = [("loss", "total_loss"), ("mlm_loss", "mlm_loss")]
-    if self.config.electra_objective:
+    if self.config.two_tower_generator:
+      keys.append(("cloze_loss", "cloze_loss"))
+    if self.config.has_discriminator:
       keys.append(("disc_loss", "disc_loss"))
     return keys
 
@@ -159,21 +220,32 @@ class PretrainingJob:
 
     step = int(self.optimizer.iterations.numpy())
     # A resumed run continues the seeded data stream where it stopped.
-    train_iterator = iter(self._dataset(is_training=True, start_step=step))
+    train_iterator, input_state = self._train_input(latest, step)
     writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train")) \
         if chief else tf.summary.create_noop_writer()
     _log(f"Training {type(self.model).__name__} on {strategy.num_replicas_in_sync} "
          f"replica(s) ({type(strategy).__name__}), global batch "
          f"{config.train_batch_size}, {config.num_train_steps} steps")
-    step = self.trainer.train(
-        self.loss, [name for name, _ in self._loss_keys], train_iterator,
-        checkpoint_dir, config.keep_checkpoint_max,
-        train_loop.Schedule(total_steps=min(until_step or config.num_train_steps,
-                                            config.num_train_steps),
-                            log_every=config.log_every,
-                            save_every=config.save_checkpoints_steps,
-                            steps_per_loop=config.iterations_per_loop,
-                            batch_size=config.train_batch_size), writer)
+    try:
+      step = self.trainer.train(
+          self.loss, [name for name, _ in self._loss_keys], train_iterator,
+          checkpoint_dir, config.keep_checkpoint_max,
+          train_loop.Schedule(total_steps=min(until_step or config.num_train_steps,
+                                              config.num_train_steps),
+                              log_every=config.log_every,
+                              save_every=config.save_checkpoints_steps,
+                              steps_per_loop=config.iterations_per_loop,
+                              batch_size=config.train_batch_size), writer,
+          input_state=input_state)
+    except tf.errors.OpError as e:
+      # A corrupt record stops the job before any checkpoint of its step.
+      kept = tf.train.latest_checkpoint(checkpoint_dir)
+      bad = pretrain_data.bad_record_error(e, "; stopped without saving: " + (
+          f"the last good checkpoint {kept} stays the latest" if kept else
+          "no checkpoint was written"))
+      if bad is None:
+        raise
+      raise bad from None
     writer.flush()
     if chief:
       self.plot_curves()
@@ -206,11 +278,11 @@ class PretrainingJob:
     @tf.function
     def eval_step(batch, index):
       def replica_fn(replica_batch):
-        first = -(tf.cast(index, tf.int64) + 1) * config.eval_batch_size
+        first = eval_first_counter(tf.cast(index, tf.int64), config.eval_batch_size)
         return self._replica_outputs(replica_batch, first, training=False), replica_batch
       return strategy.run(replica_fn, args=(batch,))
 
-    accumulator = metrics_lib.PretrainingMetrics(config.electra_objective, config.disc_weight)
+    accumulator = metrics_lib.PretrainingMetrics(config.has_discriminator, config.disc_weight)
     iterator = iter(self._dataset(is_training=False))
     shown = None
     for index in range(config.num_eval_steps):
@@ -218,7 +290,17 @@ class PretrainingJob:
         batch = next(iterator)
       except StopIteration:
         break
+      except tf.errors.OpError as e:
+        bad = pretrain_data.bad_record_error(e)
+        if bad is None:
+          raise
+        raise bad from None
       outputs, batch = eval_step(batch, tf.constant(index, tf.int64))
+      # Replica losses are shares of the global batch's (see `loss`): their
+      # sum, or with clip_per_replica their mean, is the batch's loss.
+      accumulator.add_batch_loss(float(strategy.reduce(
+          tf.distribute.ReduceOp.MEAN if config.clip_per_replica else tf.distribute.ReduceOp.SUM,
+          outputs["total_loss"], axis=None)))
       for replica_outputs, replica_batch in zip(
           strategy.experimental_local_results(outputs),
           strategy.experimental_local_results(batch)):
@@ -232,7 +314,7 @@ class PretrainingJob:
     results["global_step"] = global_step
     for key in sorted(results):
       _log(f"  {key} = {results[key]}")
-    if shown is not None and config.electra_objective:
+    if shown is not None and config.has_discriminator:
       vocab = tokenization.load_vocab(config.vocab_file)
       _log(verdicts.LEGEND)
       _log(verdicts.render(shown[0], shown[1], 0, {i: t for t, i in vocab.items()}))
@@ -245,6 +327,54 @@ class PretrainingJob:
             tf.summary.scalar(key, value)
       self.plot_curves()
     return results
+
+
+def eval_first_counter(index, eval_batch_size: int):
+  """The sampling-noise counter of eval batch `index`'s first row.
+
+  Training rows count up from 0 (step * batch + row); eval batches count
+  down from -1, so each eval batch draws its own noise and none reuses a
+  training row's.  Works on ints and int64 tensors.
+  """
+  return -(index + 1) * eval_batch_size
+
+
+def saves_input_position(strategy: tf.distribute.Strategy) -> bool:
+  """Whether training checkpoints hold the input pipeline's position.
+
+  One worker (OneDeviceStrategy, MirroredStrategy) reads through one tf.data
+  iterator, which tf.data can save.  MultiWorkerMirroredStrategy and
+  TPUStrategy read through tf.distribute's distributed iterators, which it
+  cannot: they resume by reading up to the position (`get_dataset`'s
+  skip_examples).
+  """
+  return isinstance(strategy, (tf.distribute.OneDeviceStrategy, tf.distribute.MirroredStrategy))
+
+
+def input_position_saved(checkpoint: str) -> bool:
+  return tf.train.load_checkpoint(checkpoint).has_tensor(
+      f"{train_loop.INPUT_KEY}/.ATTRIBUTES/py_state")
+
+
+class LocalInput:
+  """The training batches of a one-worker strategy from one tf.data iterator
+  (`next` inside the step loop): the per-replica batches of a step are the
+  iterator's next `num_replicas_in_sync` batches, in replica order, as
+  `distribute_datasets_from_function` hands them out."""
+
+  def __init__(self, strategy: tf.distribute.Strategy, iterator):
+    self.strategy = strategy
+    self.iterator = iterator
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    batches = [next(self.iterator) for _ in range(self.strategy.num_replicas_in_sync)]
+    if len(batches) == 1:
+      return batches[0]
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda context: batches[context.replica_id_in_sync_group])
 
 
 def special_ids_for(config: PretrainingConfig) -> tokenization.SpecialIds:
@@ -284,20 +414,28 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   job = PretrainingJob(config, strategy)
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
-  if distribution.is_chief(strategy):
+  chief = distribution.is_chief(strategy)
+  if chief:
     train_loop.check_run_record(config.model_dir, RUN_RECORD, config.architecture())
     fileio.check_writable(config.model_dir, "model_dir")
-    train_loop.write_run_record(config.model_dir, RUN_RECORD, config.architecture())
-    for path in checkpoints.remove_interrupted_writes(config.model_dir):
-      _log(f"Removed {path}, left by an interrupted earlier run")
-  results: Dict[str, float] = {}
-  if config.do_train:
-    results["global_step"] = job.train(init_checkpoint)
-  if config.do_eval:
-    _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
-    results = job.evaluate()
-  if export_dir and distribution.is_chief(strategy):
-    _log(f"Exporting the SavedModel to {export_dir}")
-    export_lib.export_saved_model(job.model, export_dir, overwrite=replace_export)
-    _log(f"Exported the SavedModel to {export_dir}")
+  # One job per model_dir: a second one would remove the first one's
+  # checkpoint in progress as debris and write over its results.
+  with fileio.exclusive_use(config.model_dir, "model_dir") if chief else contextlib.nullcontext():
+    if chief:
+      train_loop.write_run_record(config.model_dir, RUN_RECORD, config.architecture())
+      for path in checkpoints.remove_interrupted_writes(config.model_dir):
+        _log(f"Removed {path}, left by an interrupted earlier run")
+    results: Dict[str, float] = {}
+    if config.do_train:
+      results["global_step"] = job.train(init_checkpoint)
+    if config.do_eval:
+      _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
+      results = job.evaluate()
+    if export_dir and chief:
+      _log(f"Exporting the SavedModel to {export_dir}")
+      export_lib.export_saved_model(
+          job.model, export_dir, overwrite=replace_export,
+          tokenizer=tokenization.FullTokenizer(config.vocab_file, config.do_lower_case),
+          max_seq_length=config.max_seq_length)
+      _log(f"Exported the SavedModel to {export_dir}")
   return results

@@ -14,6 +14,9 @@ Per batch, with B examples, S tokens and N = max_predictions_per_seq slots:
 
 Metrics (tf.compat.v1.metrics semantics: a weighted mean is sum(w*x)/sum(w),
 0 when sum(w) is 0):
+  loss                        the mean over batches of the batch's total loss
+                              (TPUEstimator adds it to the official eval
+                              results); reported once `add_batch_loss` gave one
   masked_lm_accuracy          mlm_preds == masked_lm_ids, weights masked_lm_weights
   masked_lm_loss              mlm_per_example_loss, weights masked_lm_weights
   sampled_masked_lm_accuracy  sampled_ids == masked_lm_ids, same weights
@@ -28,8 +31,11 @@ Metrics (tf.compat.v1.metrics semantics: a weighted mean is sum(w*x)/sum(w),
                               every token real: 1 - the replaced share of
                               the real tokens (an addition: disc_accuracy's
                               baseline)
-The sampled/disc metrics exist only with the ELECTRA objective, and the disc
-ones only when disc_weight > 0, as official.
+The sampled/disc metrics exist only with a discriminator (the ELECTRA or the
+Electric objective: `electra_objective` below means either), and the disc
+ones only when disc_weight > 0, as official.  With Electric, disc_probs are
+those of the noise-contrastive logits and every sampled position is labelled
+replaced, as official.
 
 The official disc_auc counts every padding position as a negative that the
 discriminator scores 0, a perfectly ranked negative: on batches with much
@@ -117,7 +123,8 @@ class PretrainingMetrics:
 
   def reset(self) -> None:
     # name -> [sum of weight * value, sum of weight]
-    self._sums = {name: [0.0, 0.0] for name in self.names if name not in _AUC_METRICS}
+    self._sums = {name: [0.0, 0.0] for name in ("loss",) + self.names
+                  if name not in _AUC_METRICS}
     self._auc_counts = {name: {key: np.zeros(AUC_NUM_THRESHOLDS, np.int64)
                                for key in ("tp", "fn", "tn", "fp")}
                         for name in _AUC_METRICS}
@@ -126,6 +133,10 @@ class PretrainingMetrics:
     total, weight = _weighted_sums(values, weights)
     self._sums[name][0] += total
     self._sums[name][1] += weight
+
+  def add_batch_loss(self, loss: float) -> None:
+    """Adds one eval batch's total loss (over all its replicas) to `loss`."""
+    self._add("loss", [loss], [1.0])
 
   def update(self, outputs: Mapping[str, Any], batch: Mapping[str, Any]) -> None:
     """Adds one batch (NumPy arrays or eager tensors, shapes as documented)."""
@@ -180,7 +191,8 @@ class PretrainingMetrics:
     if self.has_disc_metrics:
       for name in _AUC_METRICS:
         results[name] = roc_auc_from_counts(**self._auc_counts[name])
-    return {name: results[name] for name in self.names}
+    loss = {"loss": results["loss"]} if self._sums["loss"][1] else {}
+    return {**loss, **{name: results[name] for name in self.names}}
 
 
 class _Fetcher:

@@ -9,6 +9,15 @@ file in another encoding) stops the build with an error naming the file, line
 and byte offset, unless --skip_invalid_utf8 asks to skip and count such lines;
 empty files are counted.
 
+OpenWebText (official build_openwebtext_pretraining_dataset.py; `openwebtext`):
+the corpus dir is the release's `openwebtext/` folder, whose every file (in
+sorted order, as above) is an xz-compressed tar archive of text files, one
+document each. Each archive is decompressed as a stream (nothing is extracted
+to disk) and its texts read in a shuffled order, each as a corpus file is:
+its end ends a document, and blank lines are skipped rather than ending one
+(official: blanks_separate_docs=False, the default with `openwebtext`). A
+damaged archive stops the build with an error naming it.
+
 Output: `output_dir/pretrain_data.tfrecord-I-of-N`, tf.train.Example records
 with int64 features of length S = max_seq_length:
   input_ids   [CLS] A [SEP] (B [SEP]), then zeros
@@ -18,6 +27,9 @@ Examples are built as the official ExampleBuilder builds them (see
 `ExampleBuilder`). With N processes, process j reads the files i with
 i % N == j (in an order shuffled by its own seed) and writes the output files
 i with i % N == j, cycling through them example by example, as official.
+With `seed`, a build is reproducible; the texts of an archive are shuffled
+by a second generator of the process, so that reading ahead of the example
+builder leaves the builder's random draws as they are.
 
 Files are written under hidden temporary names and renamed only when the whole
 build has succeeded, so an interrupted or failed build leaves no file under a
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import multiprocessing
 import os
 import random
@@ -182,18 +195,17 @@ def _tokenize_chunk(tokenizer, chunk: corpus_lib.CorpusChunk) -> corpus_lib.Corp
   return chunk
 
 
-def _tokenized_chunks(paths: Sequence[str], tokenizer, skip_invalid_utf8: bool
+def _tokenized_chunks(chunks: Iterator[corpus_lib.CorpusChunk], tokenizer
                       ) -> Iterator[corpus_lib.CorpusChunk]:
-  """The chunks of all files, tokenized; while the caller uses one chunk, the
-  next is tokenized in a thread (tensorflow ops release the GIL)."""
+  """The chunks, tokenized; while the caller uses one chunk, the next is read
+  and tokenized in a thread (tensorflow ops release the GIL)."""
   with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
     pending = None
-    for path in paths:
-      for chunk in corpus_lib.read_corpus_lines(path, skip_invalid_utf8=skip_invalid_utf8):
-        future = pool.submit(_tokenize_chunk, tokenizer, chunk)
-        if pending is not None:
-          yield pending.result()
-        pending = future
+    for chunk in chunks:
+      future = pool.submit(_tokenize_chunk, tokenizer, chunk)
+      if pending is not None:
+        yield pending.result()
+      pending = future
     if pending is not None:
       yield pending.result()
 
@@ -212,6 +224,7 @@ class BuildOptions:
   seed: Optional[int]
   tokenizer: str
   skip_invalid_utf8: bool
+  openwebtext: bool
 
 
 def output_file_name(index: int, num_out_files: int) -> str:
@@ -223,8 +236,28 @@ def _temp_path(options: BuildOptions, index: int) -> str:
   return os.path.join(options.output_dir, f".{name}.partial")
 
 
-_COUNTERS = ("files", "empty_files", "invalid_utf8_lines", "documents", "examples",
-             "single_segment_examples", "tokens", "example_tokens")
+# files: texts read (corpus files, or the documents of the archives)
+_COUNTERS = ("files", "empty_files", "archives", "invalid_utf8_lines", "documents",
+             "examples", "single_segment_examples", "tokens", "example_tokens")
+
+
+def _job_rng(seed: Optional[int], *stream: object) -> random.Random:
+  """A generator seeded by `seed` and the names of its stream; unseeded
+  (as official) without `seed`."""
+  if seed is None:
+    return random.Random()
+  return random.Random("/".join(map(str, (seed, *stream))))
+
+
+def _read_files(files: Sequence[str], job_id: int, options: BuildOptions
+                ) -> Iterator[corpus_lib.CorpusChunk]:
+  """The chunks of a job's files: of their lines, or of their archives' texts."""
+  read = corpus_lib.read_corpus_lines
+  if options.openwebtext:
+    read = functools.partial(corpus_lib.read_archive_lines,
+                             rng=_job_rng(options.seed, job_id, "documents"))
+  for path in files:
+    yield from read(path, skip_invalid_utf8=options.skip_invalid_utf8)
 
 
 def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
@@ -234,7 +267,7 @@ def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
   if num_jobs > 1:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-  rng = random.Random(f"{options.seed}/{job_id}") if options.seed is not None else random.Random()
+  rng = _job_rng(options.seed, job_id)
   files = [f for i, f in enumerate(corpus_files) if i % num_jobs == job_id]
   rng.shuffle(files)  # official: random.shuffle(fnames), then building
   tokenizer_class = (tokenization.FastTokenizer if options.tokenizer == "fast"
@@ -274,10 +307,10 @@ def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
   document_has_tokens = False
   file_has_text = False
   try:
-    for chunk in _tokenized_chunks(files, tokenizer, options.skip_invalid_utf8):
+    for chunk in _tokenized_chunks(_read_files(files, job_id, options), tokenizer):
       if chunk.invalid_line_numbers:
         stats["invalid_utf8_lines"] += len(chunk.invalid_line_numbers)
-        print(f"job {job_id}: corpus file {chunk.path}: skipped "
+        print(f"job {job_id}: corpus file {chunk.text_name}: skipped "
               f"{len(chunk.invalid_line_numbers)} line(s) that are not valid "
               f"UTF-8 (first: line {chunk.invalid_line_numbers[0]})",
               file=sys.stderr, flush=True)
@@ -293,16 +326,18 @@ def _run_job(job_id: int, corpus_files: Sequence[str], options: BuildOptions
           stats["documents"] += document_has_tokens
           document_has_tokens = False
           write(builder.end_document())
-      if chunk.end_of_file:
+      if chunk.end_of_text:
         stats["documents"] += document_has_tokens
         document_has_tokens = False
         write(builder.end_document())  # official: a file's end ends a document
         stats["files"] += 1
         if not file_has_text:
           stats["empty_files"] += 1
-          print(f"job {job_id}: corpus file {chunk.path}: no text, skipped",
+          print(f"job {job_id}: corpus file {chunk.text_name}: no text, skipped",
                 file=sys.stderr, flush=True)
         file_has_text = False
+      if chunk.end_of_file:
+        stats["archives"] += options.openwebtext
         files_done += 1
         done_bytes += os.path.getsize(chunk.path)
         report(files_done, 0)
@@ -372,20 +407,29 @@ def summarize(job_stats: Sequence[Dict[str, int]], elapsed_s: float) -> Dict[str
 def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: str,
                     output_dir: str, *, max_seq_length: int = 128,
                     num_out_files: int = 1000, num_processes: int = 1,
-                    blanks_separate_docs: bool = True, do_lower_case: bool = True,
+                    blanks_separate_docs: Optional[bool] = None,
+                    do_lower_case: bool = True,
                     strip_accents: bool = True, seed: Optional[int] = None,
                     tokenizer: str = "fast", skip_invalid_utf8: bool = False,
+                    openwebtext: bool = False,
                     log: Callable[[str], None] = lambda s: print(s, flush=True),
                     ) -> Dict[str, float]:
-  """Builds the TFRecords (module docstring) and returns the summary counters."""
+  """Builds the TFRecords (module docstring) and returns the summary counters.
+
+  `openwebtext`: the corpus dir holds OpenWebText's .xz archives;
+  `blanks_separate_docs` (None) then defaults to False, else to True.
+  """
+  if blanks_separate_docs is None:
+    blanks_separate_docs = not openwebtext
   options = BuildOptions(
       vocab_file=os.fspath(vocab_file), output_dir=os.fspath(output_dir),
       max_seq_length=max_seq_length, num_out_files=num_out_files,
       num_processes=num_processes, blanks_separate_docs=blanks_separate_docs,
       do_lower_case=do_lower_case, strip_accents=strip_accents, seed=seed,
-      tokenizer=tokenizer, skip_invalid_utf8=skip_invalid_utf8)
+      tokenizer=tokenizer, skip_invalid_utf8=skip_invalid_utf8, openwebtext=openwebtext)
   _check_options(options)
-  corpus_files = corpus_lib.list_corpus_files(corpus_files_or_dir)
+  corpus_files = corpus_lib.list_corpus_files(
+      corpus_files_or_dir, "--openwebtext_dir" if openwebtext else "--corpus_dir")
   tokenization.special_ids(tokenization.load_vocab(options.vocab_file),
                            options.vocab_file)
   created_output_dir = not os.path.isdir(options.output_dir)
@@ -415,10 +459,11 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
 
 
 def format_summary(summary: Dict[str, float], output_dir: str, num_out_files: int) -> str:
+  archives = f" in {summary['archives']} archives" if summary["archives"] else ""
   return "\n".join([
       f"Wrote {summary['examples']} examples to {num_out_files} files "
       f"{os.path.join(output_dir, OUTPUT_PREFIX)}-*-of-{num_out_files}",
-      f"  corpus files: {summary['files']} ({summary['empty_files']} empty), "
+      f"  corpus files: {summary['files']} ({summary['empty_files']} empty){archives}, "
       f"lines skipped as invalid UTF-8: {summary['invalid_utf8_lines']}",
       f"  documents: {summary['documents']}, tokens: {summary['tokens']}",
       f"  single-segment examples: {100 * summary['single_segment_fraction']:.1f}%, "
