@@ -136,12 +136,14 @@ def test_encoder_export_overwrite_and_length_check(tmp_path):
     serve(input_ids=too_long, input_mask=too_long, segment_ids=too_long)
 
 
-TEXT_LOADER = textwrap.dedent("""
+# The part of a fresh-process loader both export tests share: the text
+# signature on texts and the ids signature on the Python featurization.
+TEXT_LOADER_HEAD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # registers the ops of the text signature
-    export_dir, inputs_json, outputs_npz = sys.argv[1:]
+    export_dir, inputs_json, outputs_npz = sys.argv[1:4]
     signatures = tf.saved_model.load(export_dir).signatures
     inputs = json.load(open(inputs_json))
     text_out = signatures["text"](text=tf.constant(inputs["texts"]))
@@ -149,6 +151,8 @@ TEXT_LOADER = textwrap.dedent("""
         **{k: tf.constant(inputs[k], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")})
     results = {f"text_{k}": v.numpy() for k, v in text_out.items()}
     results.update({f"ids_{k}": v.numpy() for k, v in ids_out.items()})
+""")
+TEXT_LOADER = TEXT_LOADER_HEAD + textwrap.dedent("""
     assert "electra_tf" not in sys.modules
     np.savez(outputs_npz, **results)
 """)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from electra_tf import tokenization
-from tests.test_export import graph_ops
+from tests.test_export import TEXT_LOADER_HEAD, graph_ops
 from tests.conftest import make_pretraining_data_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,19 +52,8 @@ def pretrained_export(tmp_path_factory, corpus_dir, bert_vocab):
 # A fresh interpreter, outside the repository, without electra_tf: the text
 # signature on texts, the ids signature on the Python featurization, and the
 # bad inputs, each case's outcome recorded (an error's type and message).
-LOADER = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # registers the tokenizer ops
-    export_dir, inputs_json, outputs_npz, errors_json = sys.argv[1:]
-    signatures = tf.saved_model.load(export_dir).signatures
-    inputs = json.load(open(inputs_json))
-    text_out = signatures["text"](text=tf.constant(inputs["texts"]))
-    ids_out = signatures["serving_default"](
-        **{k: tf.constant(inputs[k], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")})
-    results = {f"text_{k}": v.numpy() for k, v in text_out.items()}
-    results.update({f"ids_{k}": v.numpy() for k, v in ids_out.items()})
+LOADER = TEXT_LOADER_HEAD + textwrap.dedent("""
+    errors_json = sys.argv[4]
     for i, text in enumerate(inputs["texts"]):  # each row alone
       alone = signatures["text"](text=tf.constant([text]))
       results[f"alone_{i}"] = alone["discriminator_probs"].numpy()
