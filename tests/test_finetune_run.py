@@ -212,14 +212,14 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   assert "trial 1/1: already done" in log and "Start training" not in log
   assert "sst   accuracy" in log  # the results table
   # Evaluation alone restores the trial's checkpoint: the same dev metrics.
-  eval_only = FinetuningConfig.create(dict(TINY, do_train=False),
+  eval_only = FinetuningConfig.create(dict(TINY, init_checkpoint="none", do_train=False),
                                       task_names=list(GLUE), data_dir=config.data_dir,
                                       model_dir=config.model_dir)
   evaluated = finetune_job.run(eval_only, strategy_name="one_device")
   assert "Restored trial 1" in capsys.readouterr().out
   for task in GLUE:
     assert evaluated[0][task] == pytest.approx(results[0][task], rel=1e-5)
-  changed = FinetuningConfig.create(dict(TINY, learning_rate=3e-4),
+  changed = FinetuningConfig.create(dict(TINY, init_checkpoint="none", learning_rate=3e-4),
                                     task_names=list(GLUE), data_dir=config.data_dir,
                                     model_dir=config.model_dir)
   with pytest.raises(train_loop.TrainingError,
