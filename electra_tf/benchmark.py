@@ -3,23 +3,26 @@ the serving cost of an exported SavedModel.
 
     python -m electra_tf.benchmark --model_size=small --batch_size=32 \
         --seq_length=128 --steps=10 [--mixed_precision=bfloat16|float16] \
-        [--jit_compile] [--hparams=JSON] [--baseline=model_garden] --json
+        [--jit_compile] [--hparams=JSON] [--baseline=model_garden] [--pairs=3] --json
 
 Times the pre-training job's train loop (generator, sampling, discriminator,
 losses, gradients, optimizer update; masking excluded) on one fixed
-synthetic batch after `--warmup_steps` untimed steps (tracing included
-there).  The batch: random ids [B, S], a full input_mask, distinct random
+synthetic batch after `--warmup_steps` untimed steps (at least one: tracing
+is never timed), `--pairs` times, and reports the median.  The batch: random ids [B, S], a full input_mask, distinct random
 masked positions [B, N] (never position 0) holding [MASK] with their
 original ids as labels.  `--baseline=model_garden` times tf-models-official's
 `ElectraPretrainer` of the same generator/discriminator sizes, with Model
 Garden's electra-task loss and Keras AdamW, on the same batch in the same
-process.  The last line printed is one JSON object:
+process, alternating with ours (`--pairs` pairs).  The last line printed is
+one JSON object:
 
   seq_per_sec, step_ms, flops_per_seq (official train FLOPs, electra_tf.flops),
-  achieved_tflops, device, peak_memory_mb [, baseline_seq_per_sec, speedup]
+  achieved_tflops, device, peak_memory_mb, pairs
+  [, baseline_seq_per_sec, pair_speedups, speedup (their median)]
+  [, profile_top_ops: [[op type, ms per step], ...] with --profile_dir]
 
 peak_memory_mb is the GPU allocator's peak on a GPU, else the process's peak
-resident set size (measured before the baseline runs).
+resident set size (measured after our warm-up, before the baseline is built).
 
     python -m electra_tf.benchmark --input_only --pretrain_tfrecords=GLOB \
         [--seq_length=128] [--batch_size=32] [--steps=200] [--vocab_file=V] --json
@@ -73,9 +76,15 @@ def _define_flags() -> None:
   flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
   flags.DEFINE_integer("steps", 10, "Timed steps.")
   flags.DEFINE_integer("warmup_steps", 2, "Untimed steps before timing (tracing, caches).")
+  flags.DEFINE_integer("pairs", 1, "Timings of --steps steps (alternating with the "
+                       "--baseline's); the median is reported.")
   flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
                     "Mixed-precision policy (default float32).")
   flags.DEFINE_boolean("jit_compile", False, "XLA-compile the train step.")
+  flags.DEFINE_string("profile_dir", None,
+                      "Also trace --steps of our step with tf.profiler into this "
+                      "directory (TensorBoard's Profile tab) and report the op types "
+                      "that took the most time.")
   flags.DEFINE_string("hparams", None, "JSON object or .json file of extra hparams.")
   flags.DEFINE_enum("baseline", None, ["model_garden"],
                     "Also time Model Garden's ElectraPretrainer on the same batch.")
@@ -115,11 +124,8 @@ def synthetic_batch(batch_size: int, seq_length: int, max_predictions: int,
   }
 
 
-def time_per_step(run_steps: Callable[[int], None], steps: int,
-                  warmup_steps: int) -> float:
+def time_per_step(run_steps: Callable[[int], None], steps: int) -> float:
   """Seconds per step of `run_steps(n)` (which must block until done)."""
-  if warmup_steps > 0:
-    run_steps(warmup_steps)
   start = time.perf_counter()
   run_steps(steps)
   return (time.perf_counter() - start) / steps
@@ -244,25 +250,87 @@ def device_and_peak_memory_mb() -> Tuple[str, float]:
   return f"CPU: {cpu} ({cores} cores)", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_benchmark(config: PretrainingConfig, steps: int,
-                  warmup_steps: int, baseline: str = None) -> Dict[str, object]:
-  """The JSON figures for `config` (train_batch_size x max_seq_length)."""
+def op_seconds_by_type(profile_dir: str) -> Dict[str, float]:
+  """Seconds spent in each TensorFlow op type (MatMul, Mul, ...) in the
+  newest tf.profiler trace under `profile_dir`, summed over the threads that
+  run ops (so on several cores the total exceeds the wall time)."""
+  import glob  # pylint: disable=g-import-not-at-top
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
+  paths = sorted(glob.glob(os.path.join(profile_dir, "**", "*.xplane.pb"), recursive=True),
+                 key=os.path.getmtime)
+  if not paths:
+    raise ValueError(f"--profile_dir: no tf.profiler trace under {profile_dir}")
+  space = xplane_pb2.XSpace()
+  with open(paths[-1], "rb") as f:
+    space.ParseFromString(f.read())
+  seconds: Dict[str, float] = {}
+  for plane in space.planes:
+    for line in plane.lines:
+      # Op executions are the events of the executor's compute threads,
+      # named "<op name>:<op type>".
+      if not line.name.startswith("tf_Compute"):
+        continue
+      for event in line.events:
+        name = plane.event_metadata[event.metadata_id].name
+        if ":" in name and "::" not in name:  # not the executor's own events
+          op_type = name.rsplit(":", 1)[1]
+          seconds[op_type] = seconds.get(op_type, 0.0) + event.duration_ps * 1e-12
+  return seconds
+
+
+def profile_steps(run_steps: Callable[[int], None], steps: int,
+                  profile_dir: str, top: int = 12) -> List[Tuple[str, float]]:
+  """Traces `run_steps(steps)` into `profile_dir`; the `top` op types by
+  time as (type, ms per step) pairs, largest first."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.profiler.experimental.start(profile_dir)
+  try:
+    run_steps(steps)
+  finally:
+    tf.profiler.experimental.stop()
+  seconds = op_seconds_by_type(profile_dir)
+  ranked = sorted(seconds.items(), key=lambda item: -item[1])[:top]
+  return [(op_type, 1000.0 * total / steps) for op_type, total in ranked]
+
+
+def run_benchmark(config: PretrainingConfig, steps: int, warmup_steps: int,
+                  baseline: str = None, pairs: int = 1,
+                  profile_dir: str = None) -> Dict[str, object]:
+  """The JSON figures for `config` (train_batch_size x max_seq_length).
+
+  Our step is timed `pairs` times (`steps` steps each, after `warmup_steps`
+  untimed ones) and the median is reported.  With a baseline, both are built
+  in this process and timed alternately (ours, baseline, ours, ...), so that
+  a machine whose speed drifts affects both alike; `speedup` is the median of
+  the per-pair ratios.  `peak_memory_mb` is taken after our warm-up, before
+  the baseline is built.  With `profile_dir`, `steps` more of our steps are
+  traced there (after the timings) and `profile_top_ops` lists the op types
+  that took the most time, in ms per step summed over the threads.
+  """
   from electra_tf import flops  # pylint: disable=g-import-not-at-top
   batch = synthetic_batch(config.train_batch_size, config.max_seq_length,
                           config.max_predictions_per_seq, config.vocab_size, config.seed)
-  seconds = time_per_step(electra_step_runner(config, batch), steps, warmup_steps)
+  runners = [electra_step_runner(config, batch)]
+  runners[0](max(warmup_steps, 1))  # at least one: tracing is not timed
   device, peak_memory_mb = device_and_peak_memory_mb()
-  seq_per_sec = config.train_batch_size / seconds
+  if baseline == "model_garden":
+    runners.append(model_garden_step_runner(config, batch))
+    runners[1](max(warmup_steps, 1))
+  seconds = [[time_per_step(run, steps) for run in runners] for _ in range(pairs)]
+  ours = float(np.median([pair[0] for pair in seconds]))
+  seq_per_sec = config.train_batch_size / ours
   flops_per_seq = flops.flops_per_seq(config)
-  result = {"seq_per_sec": seq_per_sec, "step_ms": 1000.0 * seconds,
+  result = {"seq_per_sec": seq_per_sec, "step_ms": 1000.0 * ours,
             "flops_per_seq": flops_per_seq,
             "achieved_tflops": flops_per_seq * seq_per_sec / 1e12,
-            "device": device, "peak_memory_mb": peak_memory_mb}
+            "device": device, "peak_memory_mb": peak_memory_mb, "pairs": pairs}
   if baseline == "model_garden":
-    baseline_seconds = time_per_step(model_garden_step_runner(config, batch), steps,
-                                     warmup_steps)
+    baseline_seconds = float(np.median([pair[1] for pair in seconds]))
     result["baseline_seq_per_sec"] = config.train_batch_size / baseline_seconds
-    result["speedup"] = seq_per_sec / result["baseline_seq_per_sec"]
+    result["pair_speedups"] = [pair[1] / pair[0] for pair in seconds]
+    result["speedup"] = float(np.median(result["pair_speedups"]))
+  if profile_dir:
+    result["profile_top_ops"] = profile_steps(runners[0], steps, profile_dir)
   return result
 
 
@@ -422,6 +490,9 @@ def config_from_flags() -> PretrainingConfig:
 
 
 def main() -> int:
+  if FLAGS.profile_dir and (FLAGS.input_only or FLAGS.export_dir):
+    raise ValueError("--profile_dir: profiles the training step; drop it with "
+                     "--input_only / --export_dir")
   if FLAGS.input_only:
     result = _input_benchmark()
     if not FLAGS.json:
@@ -449,7 +520,9 @@ def main() -> int:
     raise ValueError("--baseline=model_garden compares the ELECTRA objective; "
                      "drop electra_objective=false / electric_objective / "
                      "two_tower_generator from --hparams")
-  result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline)
+  _check_counts("pairs")
+  result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline,
+                         FLAGS.pairs, FLAGS.profile_dir)
   if not FLAGS.json:
     print(f"{config.model_size}, batch {config.train_batch_size}, seq "
           f"{config.max_seq_length}, {config.mixed_precision or 'float32'}"

@@ -42,7 +42,7 @@ def test_synthetic_batch_is_a_masked_batch():
 def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
   result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=2",
                              "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
-                             "--baseline=model_garden", "--json")
+                             "--baseline=model_garden", "--pairs=3", "--json")
   assert result.returncode == 0, result.stderr[-2000:]
   report = json.loads(result.stdout.strip().splitlines()[-1])
   config = PretrainingConfig.create(dict(TINY_HPARAMS, train_batch_size=4,
@@ -53,11 +53,35 @@ def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
   np.testing.assert_allclose(report["achieved_tflops"],
                              report["flops_per_seq"] * report["seq_per_sec"] / 1e12,
                              rtol=1e-9)
-  np.testing.assert_allclose(report["speedup"],
-                             report["seq_per_sec"] / report["baseline_seq_per_sec"],
-                             rtol=1e-9)
+  # Three alternating pairs: the speedup is the median of their ratios.
+  assert report["pairs"] == 3 and len(report["pair_speedups"]) == 3
+  assert report["speedup"] == sorted(report["pair_speedups"])[1]
   assert report["peak_memory_mb"] > 0
   assert report["device"].startswith(("CPU", "1 x", "2 x", "4 x", "8 x"))
+
+
+@pytest.mark.slow
+def test_profile_dir_writes_a_trace_and_ranks_the_op_types(tmp_path):
+  result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=2",
+                             "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
+                             f"--profile_dir={tmp_path}", "--json")
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads(result.stdout.strip().splitlines()[-1])
+  traces = list(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
+  assert len(traces) == 1
+  top = report["profile_top_ops"]
+  times = [ms for _, ms in top]
+  assert times == sorted(times, reverse=True) and times[-1] > 0
+  op_types = [op_type for op_type, _ in top]
+  assert "MatMul" in op_types and len(set(op_types)) == len(op_types)
+  # The ranking is the trace's own op-type totals, per step.
+  seconds = benchmark.op_seconds_by_type(str(tmp_path))
+  np.testing.assert_allclose(times[0], 1000.0 * max(seconds.values()) / 2, rtol=1e-9)
+
+
+def test_op_seconds_by_type_needs_a_trace(tmp_path):
+  with pytest.raises(ValueError, match="no tf.profiler trace"):
+    benchmark.op_seconds_by_type(str(tmp_path))
 
 
 @pytest.mark.slow

@@ -124,14 +124,15 @@ def masked_lm_loss(logits: tf.Tensor, masked_lm_ids: tf.Tensor,
   weighted), argmax predictions [B, N] int32).  W is sum(w), or `weight_sum`
   when given (e.g. the global sum over all replicas).
   """
-  log_probs = tf.nn.log_softmax(logits)
-  per_slot = -tf.reduce_sum(
-      log_probs * tf.one_hot(masked_lm_ids, tf.shape(logits)[-1]), axis=-1)
+  # The official -sum(one_hot * log_softmax) as one fused op: the same value
+  # (to float rounding) without two [B, N, V] temporaries and their gradients.
+  per_slot = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(masked_lm_ids, tf.int32), logits=logits)
   weights = tf.cast(masked_lm_weights, tf.float32)
   if weight_sum is None:
     weight_sum = tf.reduce_sum(weights)
   loss = tf.reduce_sum(weights * per_slot) / (weight_sum + 1e-6)
-  preds = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+  preds = tf.argmax(logits, axis=-1, output_type=tf.int32)
   return loss, per_slot, preds
 
 
@@ -211,9 +212,14 @@ class MaskedLMHead(keras.layers.Layer):
            positions: Optional[tf.Tensor] = None) -> tf.Tensor:
     if positions is not None:
       sequence_output = gather_positions(sequence_output, positions)
-    hidden = self.layer_norm(self.dense(sequence_output))
+    hidden = self.layer_norm(self.dense(sequence_output))  # [B, N, E]
     table = tf.cast(self.embeddings.word_embeddings, hidden.dtype)
-    logits = tf.matmul(hidden, table, transpose_b=True)
+    # One [B*N, E] x [E, V] product: a batched matmul against the shared
+    # table would make its gradient a [B, E, V] tensor summed over B.
+    rows = tf.reshape(hidden, [-1, tf.shape(hidden)[-1]])
+    logits = tf.matmul(rows, table, transpose_b=True)
+    logits = tf.reshape(
+        logits, tf.concat([tf.shape(hidden)[:-1], [self.embeddings.vocab_size]], 0))
     return tf.cast(logits, tf.float32) + self.output_bias
 
 
