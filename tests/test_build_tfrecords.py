@@ -298,7 +298,11 @@ def test_interrupted_build_leaves_no_file(corpus_dir, bert_vocab, tmp_path):
   out = tmp_path / "out"
   process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
                      f"--output_dir={out}", "--num_out_files=2"],
-                    env=dict(os.environ, **stop_points.environment("tfrecords_writing")))
+                    env=dict(os.environ, **stop_points.environment("tfrecords_writing")),
+                    # A suite started in the background (`cmd &` in a script)
+                    # inherits SIGINT ignored, and so would the build: give it
+                    # the default disposition, as a terminal's Ctrl-C finds.
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
     assert len(list(out.glob(".*.partial"))) == 2
