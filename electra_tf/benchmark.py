@@ -10,7 +10,8 @@ losses, gradients, optimizer update; masking excluded) on one fixed
 synthetic batch after `--warmup_steps` untimed steps (at least one: tracing
 is never timed), `--pairs` times, and reports the median.  The batch: random
 ids [B, S], a full input_mask, distinct random masked positions [B, N]
-(never position 0) holding [MASK] with their original ids as labels.  `--baseline=model_garden` times tf-models-official's
+(never position 0) holding [MASK] with their original ids as labels.
+`--baseline=model_garden` times tf-models-official's
 `ElectraPretrainer` of the same generator/discriminator sizes, with Model
 Garden's electra-task loss and Keras AdamW, on the same batch in the same
 process, alternating with ours (`--pairs` pairs).  The last line printed is
