@@ -70,6 +70,75 @@ def test_gelu_is_the_exact_erf_form():
     encoder_lib.get_activation("swish")
 
 
+def test_gelu_gradient_is_phi_plus_x_times_density():
+  x = tf.constant(np.linspace(-8, 8, 201).astype(np.float32))
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = encoder_lib.gelu(x)
+  grad = tape.gradient(y, x, output_gradients=tf.fill(x.shape, 2.0)).numpy()
+  x64 = x.numpy().astype(np.float64)
+  exact = 2.0 * (0.5 * (1 + scipy.special.erf(x64 / np.sqrt(2)))
+                 + x64 * np.exp(-x64 ** 2 / 2) / np.sqrt(2 * np.pi))
+  np.testing.assert_allclose(grad, exact, atol=2e-6)
+  assert grad[0] == pytest.approx(0.0, abs=1e-6) and grad[-1] == pytest.approx(2.0)
+
+
+def _keras_layer_norm_and_ours(shape, seed=0, dtype=None):
+  """Keras' LayerNormalization and ours with the same random gamma, beta."""
+  import tf_keras as keras  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(seed)
+  theirs = keras.layers.LayerNormalization(epsilon=encoder_lib.LAYER_NORM_EPSILON,
+                                           dtype=dtype)
+  ours = encoder_lib.LayerNorm(dtype=dtype)
+  for layer in (theirs, ours):
+    layer.build(shape)
+  for name in ("gamma", "beta"):
+    value = rng.normal(1.0 if name == "gamma" else 0.0, 0.3, shape[-1:]).astype(np.float32)
+    getattr(theirs, name).assign(value)
+    getattr(ours, name).assign(value)
+  return theirs, ours
+
+
+def test_layer_norm_matches_keras_forward_exactly_and_its_gradients():
+  shape = (3, 7, 24)
+  theirs, ours = _keras_layer_norm_and_ours(shape)
+  rng = np.random.RandomState(1)
+  x = tf.constant(rng.normal(2.0, 5.0, shape).astype(np.float32))
+  upstream = tf.constant(rng.normal(size=shape).astype(np.float32))
+  results = []
+  for layer in (theirs, ours):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x)
+    results.append([y] + tape.gradient(y, [x, layer.gamma, layer.beta],
+                                       output_gradients=upstream))
+  (y_theirs, *grads_theirs), (y_ours, *grads_ours) = results
+  np.testing.assert_array_equal(y_ours, y_theirs)  # the same ops, bit for bit
+  for name, g_ours, g_theirs in zip(("x", "gamma", "beta"), grads_ours, grads_theirs):
+    np.testing.assert_allclose(g_ours, g_theirs, rtol=1e-5, atol=1e-5, err_msg=name)
+  # The closed form's defining properties: the gradient for x sums to 0 and
+  # is orthogonal to the normalized input along the normalized axis.
+  dx = grads_ours[0].numpy()
+  normalized = (y_ours.numpy() - ours.beta.numpy()) / ours.gamma.numpy()
+  np.testing.assert_allclose(dx.sum(-1), 0.0, atol=1e-4)
+  np.testing.assert_allclose((dx * normalized).sum(-1), 0.0, atol=1e-3)
+  assert ours.get_config()["epsilon"] == 1e-12 and ours.name == "LayerNorm"
+
+
+def test_layer_norm_keeps_float16_outputs_with_float32_statistics():
+  theirs, ours = _keras_layer_norm_and_ours((4, 8), dtype="mixed_float16")
+  x = tf.constant(np.linspace(-300, 300, 32).reshape(4, 8), tf.float16)
+  y = ours(x)
+  assert y.dtype == tf.float16 and ours.gamma.dtype == tf.float32
+  np.testing.assert_array_equal(y, theirs(x))
+  x32 = tf.cast(x, tf.float32)
+  expected = ((x32 - tf.reduce_mean(x32, -1, keepdims=True))
+              / tf.math.reduce_std(x32, -1, keepdims=True)) * ours.gamma + ours.beta
+  np.testing.assert_allclose(tf.cast(y, tf.float32), expected, rtol=2e-3, atol=2e-3)
+  with pytest.raises(ValueError, match="last axis only"):
+    encoder_lib.LayerNorm(axis=1).build((2, 3, 4))
+
+
 def test_padding_is_invisible_to_real_tokens():
   encoder = encoder_lib.TransformerEncoder(tiny_config(), embedding_size=8)
   rng = np.random.RandomState(0)
@@ -117,3 +186,24 @@ def test_discriminator_parameter_count_matches_paper(size, paper_millions):
         config.encoder_config(), config.effective_embedding_size)
     count = sum(int(np.prod(v.shape)) for v in encoder.variables)
   assert abs(count / 1e6 - paper_millions) / paper_millions < 0.05, count
+
+
+def test_seeded_dropout_draws_stateless_dropout_masks_and_its_gradient():
+  from electra_tf.modeling import dropout  # pylint: disable=g-import-not-at-top
+  x = tf.constant(np.random.RandomState(0).normal(size=(4, 2, 64, 64)).astype(np.float32))
+  seed = tf.constant([5, 11], tf.int64)
+  layer = dropout.Dropout(0.1)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    with dropout.seeded(seed):
+      first, second = layer(x, training=True), layer(x, training=True)
+  grad = tape.gradient(first, x).numpy()
+  for call_index, ours in enumerate((first, second)):
+    reference = tf.nn.experimental.stateless_dropout(
+        x, rate=0.1, seed=tf.random.experimental.stateless_fold_in(seed, call_index))
+    np.testing.assert_array_equal(ours, reference)
+  kept = first.numpy() != 0
+  assert 0.09 < 1 - kept.mean() < 0.11 and (kept != (second.numpy() != 0)).any()
+  np.testing.assert_allclose(first.numpy()[kept], x.numpy()[kept] / 0.9, rtol=1e-6)
+  np.testing.assert_array_equal(grad, np.where(kept, np.float32(1 / 0.9), 0.0))
+  np.testing.assert_array_equal(layer(x, training=False), x)

@@ -16,7 +16,8 @@ Stages (rerun the same command to resume; finished work is kept):
      the schedule that spends the same pre-training FLOPs (official FLOPs
      count, electra_tf/flops.py); both train to the last --eval_at point of
      their schedule and are evaluated on the held-out records at each
-     --eval_at step of ELECTRA (and the FLOPs-equal steps of the masked LM);
+     --eval_at step of ELECTRA (and the FLOPs-equal steps of the masked LM;
+     --nomasked_lm leaves the masked LM out);
   3. fine-tuning: each --tasks task on its first --train_examples training
      examples (the whole dev set), from the ELECTRA and masked-LM checkpoints
      at --finetune_at and from random initialisation, one run per --seeds seed;
@@ -85,6 +86,9 @@ flags.DEFINE_integer("train_examples", 2000, "Training examples per task.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds.")
 flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_epochs": 3.0}',
                     "Fine-tuning hparams (JSON) over the model's.")
+flags.DEFINE_boolean("masked_lm", True,
+                     "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
+                     "(--nomasked_lm: ELECTRA against random initialisation only).")
 flags.DEFINE_boolean("plots_only", False, "Redraw the figures from results.json.")
 flags.mark_flag_as_required("work_dir")
 
@@ -125,12 +129,17 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
 
 
 # ----------------------------------------------------------- pre-training
+def study_model() -> Dict:
+  """MODEL with the --hparams overrides: pre-training and fine-tuning use it."""
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  return dict(MODEL, **config_lib.parse_hparams(FLAGS.hparams))
+
+
 def pretraining_config(objective: str, steps: int, data: Dict[str, str],
                        model_dir: pathlib.Path) -> PretrainingConfig:
-  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
   with open(data["vocab_file"], encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
-  hparams = dict(MODEL, **config_lib.parse_hparams(FLAGS.hparams))
+  hparams = study_model()
   hparams.update(vocab_size=vocab_size, num_train_steps=steps,
                  electra_objective=objective == "electra", save_checkpoints_steps=steps,
                  keep_checkpoint_max=1000, pretrain_tfrecords=data["train"],
@@ -209,7 +218,8 @@ def finetune(work_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
   model_dir = work_dir / "finetuning" / "runs" / f"{task}_{init}_seed{seed}"
   metrics_file = model_dir / "results" / f"{task}_dev_metrics.json"
   if not metrics_file.exists():
-    hparams = {key: MODEL[key] for key in ("model_size", "embedding_size",
+    model = study_model()
+    hparams = {key: model[key] for key in ("model_size", "embedding_size",
                                            "model_hparam_overrides")}
     hparams.update(vocab_size=vocab_size, max_seq_length=128, seed=seed,
                    use_tfrecords_if_existing=False,
@@ -312,20 +322,23 @@ def main() -> int:
   mlm_steps = {step: int(round(step * ratio)) for step in eval_at + [FLAGS.steps]}
   mlm = pretraining_config("mlm", mlm_steps[FLAGS.steps], data,
                            work_dir / "pretraining" / "mlm")
-  results["settings"] = {"model": MODEL, "steps": FLAGS.steps, "eval_at": eval_at,
+  results["settings"] = {"model": study_model(), "steps": FLAGS.steps, "eval_at": eval_at,
+                         "masked_lm": FLAGS.masked_lm,
                          "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
                          "flops_ratio": ratio, "vocab_size": electra.vocab_size,
                          "tasks": FLAGS.tasks, "train_examples": FLAGS.train_examples,
                          "seeds": FLAGS.seeds, "finetuning_hparams": FLAGS.finetuning_hparams}
   pretrain(electra, eval_at, results, save)
-  pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
+  if FLAGS.masked_lm:
+    pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
 
   data_root = finetuning_data(work_dir)
   inits = {"random_init": None}
   for step in sorted(int(s) for s in FLAGS.finetune_at):
     inits[f"electra_{step}"] = str(work_dir / "pretraining" / "electra" / f"ckpt-{step}")
-    inits[f"mlm_{mlm_steps[step]}"] = str(
-        work_dir / "pretraining" / "mlm" / f"ckpt-{mlm_steps[step]}")
+    if FLAGS.masked_lm:
+      inits[f"mlm_{mlm_steps[step]}"] = str(
+          work_dir / "pretraining" / "mlm" / f"ckpt-{mlm_steps[step]}")
   for task in FLAGS.tasks:
     metric = TASK_METRIC[task]
     for init, checkpoint in inits.items():

@@ -9,9 +9,9 @@ a seed for its model call,
     with dropout.seeded(seed):        # seed: int64 [2], e.g. (run seed, step)
       outputs = model(batch, training=True)
 
-and every `Dropout` layer called inside draws its mask with
-`tf.nn.experimental.stateless_dropout` from that seed folded with its call
-index (the order in which the layers are called, fixed when the function is
+and every `Dropout` layer called inside draws its mask as
+`tf.nn.experimental.stateless_dropout` does (the same values), from that seed
+folded with its call index (the order in which the layers are called, fixed when the function is
 traced).  The masks therefore depend only on (seed, step, replica): a run
 killed and resumed anywhere drops exactly the units of the uninterrupted
 run.  The official code uses tf.nn.dropout; the keep probability and the
@@ -70,7 +70,13 @@ class Dropout(keras.layers.Layer):
       return tf.nn.dropout(inputs, rate=self.rate)
     seed = tf.random.experimental.stateless_fold_in(state[0], state[1])
     state[1] += 1
-    return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+    # The draws and the kept values of tf.nn.experimental.stateless_dropout,
+    # as one multiplier: the backward pass is then one product, not the
+    # gradients of its select and of its scaling.
+    keep = tf.random.stateless_uniform(tf.shape(inputs), seed, dtype=inputs.dtype) >= self.rate
+    multiplier = tf.where(keep, tf.constant(1.0 / (1.0 - self.rate), inputs.dtype),
+                          tf.zeros([], inputs.dtype))
+    return inputs * multiplier
 
   def get_config(self):
     return {**super().get_config(), "rate": self.rate}

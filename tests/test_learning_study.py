@@ -1,0 +1,82 @@
+"""tools/learning_study.py end to end at toy size: results, figures, resume."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
+              "num_eval_steps": 2, "num_warmup_steps": 1, "iterations_per_loop": 2,
+              "log_every": 2, "model_hparam_overrides": {
+                  "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 1,
+                  "intermediate_size": 32}}
+
+
+def _study(repo_root, *argv):
+  return subprocess.run([sys.executable, str(repo_root / "tools" / "learning_study.py"),
+                         *argv], cwd=repo_root, capture_output=True, text=True,
+                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+
+
+def test_eval_point_beyond_the_schedule_is_a_one_line_error(repo_root, tmp_path):
+  run = _study(repo_root, f"--work_dir={tmp_path / 'study'}", "--steps=10",
+               "--eval_at=5,20", "--finetune_at=5")
+  assert run.returncode != 0
+  assert "--eval_at/--finetune_at: 20 is beyond --steps 10" in run.stderr.strip().splitlines()[-1]
+  assert not (tmp_path / "study" / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_study_pretrains_both_objectives_finetunes_and_resumes(
+    repo_root, tmp_path, corpus_dir, bert_vocab, finetuning_data_dir):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()
+  (corpus / "train.txt").write_text("\n".join(lines[:400]) + "\n", encoding="utf-8")
+  (corpus / "heldout.txt").write_text("\n".join(lines[400:600]) + "\n", encoding="utf-8")
+  work_dir = tmp_path / "study"
+  argv = [f"--work_dir={work_dir}", f"--corpus_dir={corpus}", "--heldout_file=heldout.txt",
+          f"--vocab_file={bert_vocab}", f"--finetuning_data_dir={finetuning_data_dir}",
+          "--hparams=" + json.dumps(TINY_MODEL), "--steps=4", "--eval_at=2,4",
+          "--finetune_at=4", "--tasks=sst", "--train_examples=16", "--seeds=1",
+          '--finetuning_hparams={"num_train_epochs": 1.0, "train_batch_size": 8}']
+  run = _study(repo_root, *argv)
+  assert run.returncode == 0, run.stderr[-3000:]
+  results = json.loads((work_dir / "results.json").read_text())
+
+  settings = results["settings"]
+  assert settings["model"]["model_hparam_overrides"]["hidden_size"] == 16
+  # The masked LM trains the FLOPs-equal number of steps: it skips the
+  # generator, so each of its steps is cheaper and it gets more of them.
+  mlm_steps = {int(k): v for k, v in settings["mlm_steps"].items()}
+  assert settings["flops_ratio"] > 1 and mlm_steps[4] == round(4 * settings["flops_ratio"])
+  electra, mlm = results["pretraining"]["electra"], results["pretraining"]["mlm"]
+  assert sorted(electra["evals"], key=int) == ["2", "4"]
+  assert sorted(mlm["evals"], key=int) == [str(mlm_steps[2]), str(mlm_steps[4])]
+  assert electra["flops_per_step"] == pytest.approx(settings["flops_ratio"]
+                                                    * mlm["flops_per_step"])
+  final = electra["evals"]["4"]
+  assert 0.0 <= final["disc_auc_real_tokens"] <= 1.0 and final["masked_lm_loss"] > 0
+  assert "disc_auc_real_tokens" not in mlm["evals"][str(mlm_steps[4])]
+  sst = results["finetuning"]["sst"]
+  assert set(sst) == {"random_init", "electra_4", f"mlm_{mlm_steps[4]}"}
+  for summary in sst.values():
+    assert summary["metric"] == "accuracy" and list(summary["runs"]) == ["1"]
+    assert 0.0 <= summary["runs"]["1"] <= 100.0 and summary["mean"] == summary["runs"]["1"]
+  # The electra run fine-tuned from the step-4 checkpoint of the study's model.
+  config = json.loads((work_dir / "finetuning" / "runs" / "sst_electra_4_seed1" /
+                       "finetuning_config.json").read_text())
+  assert config["init_checkpoint"].endswith("pretraining/electra/ckpt-4")
+  assert config["model_hparam_overrides"]["hidden_size"] == 16
+  for figure in ("pretraining.png", "downstream.png"):
+    assert (work_dir / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+  # Rerun: everything is done, so nothing trains again and the results stay.
+  before = {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")}
+  rerun = _study(repo_root, *argv)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert json.loads((work_dir / "results.json").read_text()) == results
+  assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
