@@ -61,6 +61,12 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   final = electra["evals"]["4"]
   assert 0.0 <= final["disc_auc_real_tokens"] <= 1.0 and final["masked_lm_loss"] > 0
   assert "disc_auc_real_tokens" not in mlm["evals"][str(mlm_steps[4])]
+  # Every evaluated encoder, and a random one, measured on the held-out text
+  # (hidden 16: an effective rank in [1, 16]).
+  for evals in [results["random_init_encoder"]] + list(electra["evals"].values()) + list(
+      mlm["evals"].values()):
+    assert 1.0 <= evals["encoder_effective_rank"] <= 16.0
+    assert -1.0 <= evals["encoder_mean_cosine"] <= 1.0
   sst = results["finetuning"]["sst"]
   assert set(sst) == {"random_init", "electra_4", f"mlm_{mlm_steps[4]}"}
   for summary in sst.values():

@@ -238,3 +238,44 @@ def test_bad_inputs_raise_one_line_errors():
     with pytest.raises(ValueError, match=message) as error:
       stream.update(bad_outputs, bad_batch)
     assert "\n" not in str(error.value)
+
+
+def test_representation_stats_effective_rank_and_cosine():
+  rng = np.random.RandomState(0)
+  mask = np.ones((4, 250), np.int64)
+  mask[:, 200:] = 0  # padding, left out: it holds far-off vectors below
+  # Isotropic vectors: rank near H, cosines near 0.
+  isotropic = rng.normal(size=(4, 250, 16))
+  isotropic[:, 200:] = 1e3
+  stats = metrics.RepresentationStats(16)
+  stats.update(isotropic[:2], mask[:2])
+  stats.update(isotropic[2:], mask[2:])  # streaming equals one batch
+  whole = metrics.RepresentationStats(16)
+  whole.update(isotropic, mask)
+  assert stats.result() == pytest.approx(whole.result())
+  assert stats.count == 800 and 15.0 < stats.result()["effective_rank"] <= 16.0
+  assert abs(stats.result()["mean_cosine"]) < 0.01
+  # Spread evenly over 3 orthogonal directions, around a shared offset:
+  # rank 3, and the offset shows in the cosine, not in the rank.
+  directions = np.eye(16)[:3] * 2.0
+  offset = np.full(16, 0.5)
+  collapsed = (rng.choice([-1.0, 1.0], size=(4, 250, 3)) @ directions) + offset
+  stats = metrics.RepresentationStats(16)
+  stats.update(collapsed, mask)
+  result = stats.result()
+  assert result["effective_rank"] == pytest.approx(3.0, abs=0.02)
+  # Against the brute-force mean over all pairs of distinct real tokens.
+  vectors = collapsed[mask != 0]
+  unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+  cosines = unit @ unit.T
+  expected = (cosines.sum() - np.trace(cosines)) / (len(unit) * (len(unit) - 1))
+  assert result["mean_cosine"] == pytest.approx(expected, abs=1e-9)
+  # One line: rank 1.
+  line = rng.normal(size=(4, 250, 1)) * np.linspace(1, 2, 16)
+  stats = metrics.RepresentationStats(16)
+  stats.update(line, mask)
+  assert stats.result()["effective_rank"] == pytest.approx(1.0, abs=1e-6)
+  with pytest.raises(ValueError, match=r"not \[B, S, 16\]"):
+    stats.update(line[:, :, :8], mask)
+  with pytest.raises(ValueError, match="0 real tokens"):
+    metrics.RepresentationStats(16).result()

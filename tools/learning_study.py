@@ -18,6 +18,9 @@ Stages (rerun the same command to resume; finished work is kept):
      their schedule and are evaluated on the held-out records at each
      --eval_at step of ELECTRA (and the FLOPs-equal steps of the masked LM;
      --nomasked_lm leaves the masked LM out);
+     then, for each evaluated checkpoint and for a random initialisation, how
+     spread out the encoder's final token vectors are on the held-out records
+     (effective rank and mean cosine, pretrain/metrics.RepresentationStats);
   3. fine-tuning: each --tasks task on its first --train_examples training
      examples (the whole dev set), from the ELECTRA and masked-LM checkpoints
      at --finetune_at and from random initialisation, one run per --seeds seed;
@@ -89,6 +92,8 @@ flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_ep
 flags.DEFINE_boolean("masked_lm", True,
                      "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
                      "(--nomasked_lm: ELECTRA against random initialisation only).")
+flags.DEFINE_integer("stats_batches", 10,
+                     "Held-out batches over which the encoders' token vectors are measured.")
 flags.DEFINE_boolean("plots_only", False, "Redraw the figures from results.json.")
 flags.mark_flag_as_required("work_dir")
 
@@ -180,6 +185,50 @@ def pretrain(config: PretrainingConfig, eval_steps: List[int], results: Dict,
     save()
 
 
+def encoder_stats(config: PretrainingConfig, checkpoint: Optional[str],
+                  heldout: str) -> Dict[str, float]:
+  """RepresentationStats of the fine-tuned encoder's final token vectors
+  (the discriminator, or the masked LM's encoder) over --stats_batches
+  batches of the held-out records; checkpoint None: a random initialisation."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_keras as keras  # pylint: disable=g-import-not-at-top
+  from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from electra_tf.modeling import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import data as data_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(config.seed)
+  encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
+                                                    config.effective_embedding_size)
+  stats = metrics_lib.RepresentationStats(config.encoder_config().hidden_size)
+  records = tf.data.TFRecordDataset(data_lib.find_tfrecords(heldout)).map(
+      lambda record: data_lib.decode_record(record, config.max_seq_length))
+  for index, batch in enumerate(records.batch(config.eval_batch_size).take(FLAGS.stats_batches)):
+    outputs = encoder(batch["input_ids"], batch["input_mask"], batch["segment_ids"],
+                      training=False)
+    if index == 0 and checkpoint:  # variables exist once the encoder was called
+      checkpoints.restore_from_checkpoint(encoder, checkpoint)
+      outputs = encoder(batch["input_ids"], batch["input_mask"], batch["segment_ids"],
+                        training=False)
+    stats.update(outputs["sequence_output"].numpy(), batch["input_mask"].numpy())
+  return stats.result()
+
+
+def add_encoder_stats(config: PretrainingConfig, heldout: str, results: Dict,
+                      save) -> None:
+  """encoder_effective_rank / encoder_mean_cosine for every evaluated step
+  of `config`'s run that lacks them (resumable)."""
+  name = "electra" if config.electra_objective else "mlm"
+  for step, evals in sorted(results["pretraining"][name]["evals"].items(),
+                            key=lambda item: int(item[0])):
+    if "encoder_effective_rank" not in evals:
+      stats = encoder_stats(config, os.path.join(config.model_dir, f"ckpt-{step}"), heldout)
+      evals.update(encoder_effective_rank=stats["effective_rank"],
+                   encoder_mean_cosine=stats["mean_cosine"])
+      log(f"{name} step {step}: encoder effective rank {stats['effective_rank']:.1f}, "
+          f"mean cosine {stats['mean_cosine']:.3f}")
+      save()
+
+
 # ------------------------------------------------------------ fine-tuning
 def finetuning_data(work_dir: pathlib.Path) -> pathlib.Path:
   """Each task's first --train_examples training examples and its dev set."""
@@ -245,10 +294,12 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   panels = [("generator / masked LM accuracy", ["masked_lm_accuracy"]),
             ("discriminator: accuracy and AUC over real tokens",
              ["disc_accuracy", "disc_always_real_accuracy", "disc_auc_real_tokens"]),
-            ("discriminator: replaced tokens", ["disc_precision", "disc_recall"])]
+            ("discriminator: replaced tokens", ["disc_precision", "disc_recall"]),
+            ("encoder: effective rank of its token vectors\n(dotted: random initialisation)",
+             ["encoder_effective_rank"])]
   colors = {"electra": "#3b75af", "mlm": "#e07b39"}
   styles = ["o-", "s--", "^:"]
-  figure, axes = pyplot.subplots(2, 3, figsize=(15, 7.5))
+  figure, axes = pyplot.subplots(2, 4, figsize=(20, 7.5))
   for row, against_flops in enumerate((False, True)):
     for axis, (title, keys) in zip(axes[row], panels):
       for name, run in runs.items():
@@ -259,6 +310,9 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
           if any(y is not None for y in ys):
             axis.plot(xs, ys, style, markersize=4, color=colors.get(name),
                       alpha=0.6 if "always_real" in key else 1.0, label=f"{name}: {key}")
+      if "encoder_effective_rank" in keys and "random_init_encoder" in results:
+        axis.axhline(results["random_init_encoder"]["encoder_effective_rank"],
+                     color="#999999", linestyle=":", label="random init")
       if against_flops:
         axis.set_xscale("log")
         axis.set_xlabel("pre-training FLOPs")
@@ -331,6 +385,13 @@ def main() -> int:
   pretrain(electra, eval_at, results, save)
   if FLAGS.masked_lm:
     pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
+  if "random_init_encoder" not in results:
+    stats = encoder_stats(electra, None, data["heldout"])
+    results["random_init_encoder"] = {"encoder_effective_rank": stats["effective_rank"],
+                                      "encoder_mean_cosine": stats["mean_cosine"]}
+    log(f"random initialisation: encoder effective rank {stats['effective_rank']:.1f}")
+  for config in (electra, mlm) if FLAGS.masked_lm else (electra,):
+    add_encoder_stats(config, data["heldout"], results, save)
 
   data_root = finetuning_data(work_dir)
   inits = {"random_init": None}

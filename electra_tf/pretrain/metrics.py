@@ -211,3 +211,56 @@ class _Fetcher:
       raise ValueError(f"PretrainingMetrics.update: {self._source}[{key!r}] has "
                        f"shape {value.shape}, expected {tuple(shape)}")
     return value
+
+
+class RepresentationStats:
+  """How spread out an encoder's token vectors are (an electra-tf diagnostic).
+
+  Streams hidden states [B, S, H] with input_mask [B, S] and keeps, over the
+  real (mask != 0) tokens, in float64: their count n, sum [H], sum of outer
+  products [H, H] and sum of unit vectors [H].  `result()` gives
+    effective_rank   exp(entropy of p), p = the covariance's eigenvalues over
+                     their sum (Roy & Vetterli, 2007): H for isotropic vectors,
+                     k for vectors spread evenly over k directions, 1 when all
+                     vary along one line
+    mean_cosine      the mean cosine similarity of two distinct real tokens
+                     (0 for directions at random, 1 when all point one way)
+  A pre-trained encoder whose effective rank has fallen far below its random
+  initialisation's has collapsed its tokens onto a few directions, and
+  fine-tunes no better than random initialisation (README, "Does it learn?").
+  """
+
+  def __init__(self, hidden_size: int):
+    self.hidden_size = hidden_size
+    self.count = 0
+    self._sum = np.zeros(hidden_size)
+    self._outer = np.zeros((hidden_size, hidden_size))
+    self._unit_sum = np.zeros(hidden_size)
+
+  def update(self, hidden: Any, input_mask: Any) -> None:
+    hidden = np.asarray(hidden, dtype=np.float64)
+    input_mask = np.asarray(input_mask)
+    if hidden.ndim != 3 or hidden.shape[:2] != input_mask.shape or (
+        hidden.shape[2] != self.hidden_size):
+      raise ValueError(f"RepresentationStats.update: hidden {hidden.shape} and "
+                       f"input_mask {input_mask.shape} are not [B, S, "
+                       f"{self.hidden_size}] and [B, S]")
+    vectors = hidden[input_mask != 0]  # [T, H]
+    self.count += len(vectors)
+    self._sum += vectors.sum(0)
+    self._outer += vectors.T @ vectors
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    self._unit_sum += (vectors / np.maximum(norms, 1e-12)).sum(0)
+
+  def result(self) -> Dict[str, float]:
+    if self.count < 2:
+      raise ValueError(f"RepresentationStats.result: {self.count} real tokens seen, "
+                       "at least 2 needed")
+    mean = self._sum / self.count
+    covariance = self._outer / self.count - np.outer(mean, mean)
+    eigenvalues = np.clip(np.linalg.eigvalsh(covariance), 0.0, None)
+    p = eigenvalues[eigenvalues > 0] / eigenvalues.sum()
+    # sum over pairs i != j of cos(i, j) = |sum of unit vectors|^2 - n
+    pairs = self.count * (self.count - 1)
+    return {"effective_rank": float(np.exp(-np.sum(p * np.log(p)))),
+            "mean_cosine": float((self._unit_sum @ self._unit_sum - self.count) / pairs)}
