@@ -333,7 +333,9 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
   for axis, task in zip(axes[0], tasks):
     labels, means, stds = [], [], []
-    for init, summary in downstream[task].items():
+    # Random initialisation first, then the checkpoints by step.
+    for init, summary in sorted(downstream[task].items(), key=lambda item: (
+        item[0] != "random_init", int(item[0].rsplit("_", 1)[-1]) if item[0] != "random_init" else 0)):
       labels.append(init.replace("_", "\n"))
       means.append(summary["mean"])
       stds.append(summary["std"])
