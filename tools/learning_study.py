@@ -199,16 +199,14 @@ def encoder_stats(config: PretrainingConfig, checkpoint: Optional[str],
   keras.utils.set_random_seed(config.seed)
   encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
                                                     config.effective_embedding_size)
+  if checkpoint:  # the encoder's variables exist once it is constructed
+    checkpoints.restore_from_checkpoint(encoder, checkpoint)
   stats = metrics_lib.RepresentationStats(config.encoder_config().hidden_size)
   records = tf.data.TFRecordDataset(data_lib.find_tfrecords(heldout)).map(
       lambda record: data_lib.decode_record(record, config.max_seq_length))
-  for index, batch in enumerate(records.batch(config.eval_batch_size).take(FLAGS.stats_batches)):
+  for batch in records.batch(config.eval_batch_size).take(FLAGS.stats_batches):
     outputs = encoder(batch["input_ids"], batch["input_mask"], batch["segment_ids"],
                       training=False)
-    if index == 0 and checkpoint:  # variables exist once the encoder was called
-      checkpoints.restore_from_checkpoint(encoder, checkpoint)
-      outputs = encoder(batch["input_ids"], batch["input_mask"], batch["segment_ids"],
-                        training=False)
     stats.update(outputs["sequence_output"].numpy(), batch["input_mask"].numpy())
   return stats.result()
 
@@ -333,9 +331,9 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
   for axis, task in zip(axes[0], tasks):
     labels, means, stds = [], [], []
-    # Random initialisation first, then the checkpoints by step.
+    # Random initialisation first, then the checkpoints (<objective>_<step>) by step.
     for init, summary in sorted(downstream[task].items(), key=lambda item: (
-        item[0] != "random_init", int(item[0].rsplit("_", 1)[-1]) if item[0] != "random_init" else 0)):
+        -1 if item[0] == "random_init" else int(item[0].rsplit("_", 1)[1]))):
       labels.append(init.replace("_", "\n"))
       means.append(summary["mean"])
       stds.append(summary["std"])

@@ -134,10 +134,6 @@ class LayerNorm(keras.layers.LayerNormalization):
     return tf.cast(output, inputs.dtype)
 
 
-def layer_norm() -> LayerNorm:
-  return LayerNorm()
-
-
 class EmbeddingLayer(keras.layers.Layer):
   """Word + token-type + position embeddings and their LayerNorm.
 
@@ -155,7 +151,7 @@ class EmbeddingLayer(keras.layers.Layer):
     self.type_vocab_size = type_vocab_size
     self.max_position_embeddings = max_position_embeddings
     self.initializer_range = initializer_range
-    self.layer_norm = layer_norm()
+    self.layer_norm = LayerNorm()
 
   def build(self, input_shape: Any) -> None:
     self.word_embeddings = self.add_weight(
@@ -221,11 +217,11 @@ class TransformerLayer(keras.layers.Layer):
     self.value = dense(hidden, "value")
     self.attention_dropout = dropout.Dropout(config.attention_probs_dropout_prob)
     self.attention_output = dense(hidden, "dense")
-    self.attention_layer_norm = layer_norm()
+    self.attention_layer_norm = LayerNorm()
     self.intermediate = dense(config.intermediate_size, "dense",
                               get_activation(config.hidden_act))
     self.output_dense = dense(hidden, "dense")
-    self.output_layer_norm = layer_norm()
+    self.output_layer_norm = LayerNorm()
     self.hidden_dropout = dropout.Dropout(config.hidden_dropout_prob)
 
   def _split_heads(self, x: tf.Tensor) -> tf.Tensor:

@@ -199,7 +199,7 @@ class MaskedLMHead(keras.layers.Layer):
         embeddings.embedding_size, activation=encoder_lib.get_activation(hidden_act),
         kernel_initializer=encoder_lib.truncated_normal(initializer_range),
         name="dense")
-    self.layer_norm = encoder_lib.layer_norm()
+    self.layer_norm = encoder_lib.LayerNorm()
 
   def build(self, input_shape: Any) -> None:
     # float32 even under a mixed-precision policy: it is added to float32 logits.
