@@ -86,3 +86,36 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
+
+
+def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_path):
+  data = tmp_path / "finetuning_data"
+  (data / "sst").mkdir(parents=True)
+  (data / "sst" / "train.tsv").write_text(
+      "sentence\tlabel\na gripping , funny film \t1\n"
+      + "".join(f"dull scene number {i} \t0\n" for i in range(60)), encoding="utf-8")
+  (data / "chunk").mkdir()
+  (data / "chunk" / "train.txt").write_text(
+      "He PRP B-NP\nran VBD B-VP\n. . O\n\nShe PRP B-NP\nsat VBD B-VP\n\n", encoding="utf-8")
+  code = ("import pathlib, sys; sys.path.insert(0, 'tools'); import learning_study as s; "
+          f"print(s.write_task_text('sst', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r}))); "
+          f"print(s.write_task_text('chunk', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r})))")
+  run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
+                       text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  assert run.returncode == 0, run.stderr[-2000:]
+  sst_path, chunk_path = run.stdout.splitlines()[1::2]  # each after its log line
+  assert "sst: 61 training texts added" in run.stdout
+  documents = open(sst_path, encoding="utf-8").read().rstrip("\n").split("\n\n")
+  # 61 texts, labels and header dropped, in documents of 50 lines.
+  assert [len(d.split("\n")) for d in documents] == [50, 11]
+  assert documents[0].split("\n")[:2] == ["a gripping , funny film", "dull scene number 0"]
+  assert open(chunk_path, encoding="utf-8").read() == "He ran .\nShe sat\n"
+
+
+def test_task_text_of_a_question_answering_task_is_a_one_line_error(repo_root, tmp_path):
+  run = _study(repo_root, f"--work_dir={tmp_path / 'study'}", "--steps=10", "--eval_at=5",
+               "--finetune_at=5", "--task_text=sst,squad")
+  assert run.returncode != 0
+  assert ("--task_text: squad is not a classification or tagging task"
+          in run.stderr.strip().splitlines()[-1])
+  assert not (tmp_path / "study" / "data").exists()

@@ -79,6 +79,10 @@ flags.DEFINE_string("vocab_file", str(SHARED / "vocab" / "bert_uncased_vocab.txt
 flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab learned when --vocab_file is empty.")
 flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
                     "Folder with <task>/ fine-tuning data.")
+flags.DEFINE_list("task_text", [],
+                  "Fine-tuning tasks whose training text (all of it, labels dropped) "
+                  "joins the pre-training corpus: in-domain unlabelled text, as in "
+                  "semi-supervised learning. Their dev sets stay unseen.")
 flags.DEFINE_string("hparams", None, "Pre-training hparams over the study's model (JSON).")
 flags.DEFINE_integer("steps", 2000, "ELECTRA pre-training steps.")
 flags.DEFINE_list("eval_at", ["100", "250", "500", "1000", "2000"],
@@ -113,7 +117,9 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   files = corpus_lib.list_corpus_files(FLAGS.corpus_dir)
   if heldout not in files:
     raise ValueError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
-  train_files = [f for f in files if f != heldout]
+  train_files = [f for f in files if f != heldout] + [
+      write_task_text(task, FLAGS.finetuning_data_dir, data / "task_text")
+      for task in FLAGS.task_text]
   vocab_file = pathlib.Path(FLAGS.vocab_file) if FLAGS.vocab_file else data / "vocab.txt"
   if not vocab_file.exists():
     log(f"learning a {FLAGS.vocab_size}-piece vocab from {len(train_files)} files")
@@ -131,6 +137,31 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   return {"vocab_file": str(vocab_file),
           "train": str(data / "train_tfrecords" / "pretrain_data.tfrecord*"),
           "heldout": str(data / "heldout_tfrecords" / "pretrain_data.tfrecord*")}
+
+
+TASK_TEXT_DOCUMENT_LINES = 50  # lines per document of a task's text
+
+
+def write_task_text(task: str, finetuning_data_dir: str, directory: pathlib.Path) -> str:
+  """The training texts of `task` (read from `finetuning_data_dir/<task>/`)
+  as a corpus file in `directory`: one text per line (a sentence pair on one
+  line), a blank line every TASK_TEXT_DOCUMENT_LINES lines; returns its path."""
+  from electra_tf.finetune import task_builder  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
+  path = directory / f"{task}.txt"
+  if not path.exists():
+    config = FinetuningConfig.create(
+        {}, data_dir=str(pathlib.Path(finetuning_data_dir).parent), task_names=[task])
+    examples = task_builder.get_task(task, config, tokenizer=None).get_examples("train")
+    lines = [" ".join(example.words) if hasattr(example, "words")
+             else " ".join(filter(None, (example.text_a, example.text_b))).strip()
+             for example in examples]
+    documents = ["\n".join(lines[i:i + TASK_TEXT_DOCUMENT_LINES])
+                 for i in range(0, len(lines), TASK_TEXT_DOCUMENT_LINES)]
+    directory.mkdir(parents=True, exist_ok=True)
+    fileio.atomic_write_text(str(path), "\n\n".join(documents) + "\n")
+    log(f"{task}: {len(lines)} training texts added to the pre-training corpus")
+  return str(path)
 
 
 # ----------------------------------------------------------- pre-training
@@ -369,6 +400,10 @@ def main() -> int:
   eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at})
   if eval_at[-1] > FLAGS.steps:
     raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
+  without_text = sorted(set(FLAGS.task_text) - set(TASK_METRIC))
+  if without_text:
+    raise ValueError(f"--task_text: {without_text[0]} is not a classification or tagging task "
+                     f"({', '.join(sorted(TASK_METRIC))})")
   data = prepare_data(work_dir)
   electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
   # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
@@ -380,6 +415,7 @@ def main() -> int:
                          "masked_lm": FLAGS.masked_lm,
                          "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
                          "flops_ratio": ratio, "vocab_size": electra.vocab_size,
+                         "task_text": FLAGS.task_text,
                          "tasks": FLAGS.tasks, "train_examples": FLAGS.train_examples,
                          "seeds": FLAGS.seeds, "finetuning_hparams": FLAGS.finetuning_hparams}
   pretrain(electra, eval_at, results, save)
