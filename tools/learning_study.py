@@ -10,7 +10,8 @@ Stages (rerun the same command to resume; finished work is kept):
   1. data: the pre-training corpus (--corpus_dir, default ../shared/data/corpus)
      minus one held-out file (--heldout_file), TFRecords of both (seq 128)
      with the BERT uncased vocab (or, with --vocab_file='', a vocab of
-     --vocab_size learned from the training text);
+     --vocab_size learned from the training text); --task_text adds the
+     training texts of fine-tuning tasks to the training corpus, labels dropped;
   2. pre-training: ELECTRA (the --hparams model) with a --steps step schedule,
      and a masked LM of the same discriminator (electra_objective false) with
      the schedule that spends the same pre-training FLOPs (official FLOPs
