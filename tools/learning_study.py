@@ -378,7 +378,11 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
                    f"{len(FLAGS.seeds)} seeds)", fontsize=10)
     axis.grid(axis="y", alpha=0.3)
     low = min(m - s for m, s in zip(means, stds))
-    axis.set_ylim(max(0.0, low - 5), max(m + s for m, s in zip(means, stds)) + 2)
+    # A metric that goes below 0 (CoLA's MCC) keeps its negative bars in view.
+    axis.set_ylim(low - 2 if low < 0 else max(0.0, low - 5),
+                  max(m + s for m, s in zip(means, stds)) + 2)
+    if low < 0:
+      axis.axhline(0.0, color="black", linewidth=0.8)
   figure.tight_layout()
   figure.savefig(work_dir / "downstream.png", dpi=80)
   pyplot.close(figure)
