@@ -405,10 +405,12 @@ def main() -> int:
   eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at})
   if eval_at[-1] > FLAGS.steps:
     raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
-  without_text = sorted(set(FLAGS.task_text) - set(TASK_METRIC))
+  from electra_tf.finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+  text_tasks = [t for t in finetune_config.TASK_NAMES if t not in finetune_config.QA_TASK_NAMES]
+  without_text = sorted(set(FLAGS.task_text) - set(text_tasks))
   if without_text:
     raise ValueError(f"--task_text: {without_text[0]} is not a classification or tagging task "
-                     f"({', '.join(sorted(TASK_METRIC))})")
+                     f"({', '.join(text_tasks)})")
   data = prepare_data(work_dir)
   electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
   # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
