@@ -87,6 +87,25 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
 
+  # A second fine-tuning setting over the same checkpoints, under its own name:
+  # 8 labelled examples; the first setting's runs and figure are kept.
+  few = [a for a in argv if not a.startswith("--train_examples")] + [
+      "--train_examples=8", "--finetuning_name=few"]
+  run = _study(repo_root, *few)
+  assert run.returncode == 0, run.stderr[-3000:]
+  both = json.loads((work_dir / "results.json").read_text())
+  assert both["finetuning"] == results["finetuning"]
+  assert set(both["finetuning_few"]["sst"]) == set(sst)
+  assert both["finetuning_settings"]["finetuning_few"]["train_examples"] == 8
+  assert both["finetuning_settings"]["finetuning"]["train_examples"] == 16
+  train = (work_dir / "finetuning_few" / "data" / "finetuning_data" / "sst" / "train.tsv")
+  assert len(train.read_text(encoding="utf-8").splitlines()) == 1 + 8  # header + 8
+  assert (work_dir / "finetuning_few" / "runs" / "sst_electra_4_seed1").is_dir()
+  assert (work_dir / "downstream_few.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # Nothing pre-trained again, and the first setting's runs untouched.
+  assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")
+          if "finetuning_few" not in path.parts} == before
+
 
 def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_path):
   data = tmp_path / "finetuning_data"
@@ -119,3 +138,48 @@ def test_task_text_of_a_question_answering_task_is_a_one_line_error(repo_root, t
   assert ("--task_text: squad is not a classification or tagging task"
           in run.stderr.strip().splitlines()[-1])
   assert not (tmp_path / "study" / "data").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--train_examples=100"],
+     "--train_examples/--finetuning_hparams: the runs in finetuning/ began with "
+     "--train_examples=1000 and --finetuning_hparams='{\"learning_rate\": 0.0003}'; "
+     "give this setting its own --finetuning_name"),
+    (["--train_examples=1000", '--finetuning_hparams={"learning_rate": 1e-3}'],
+     "--train_examples/--finetuning_hparams: the runs in finetuning/ began with"),
+    (["--train_examples=1000", "--finetuning_name=a/b"],
+     "--finetuning_name: 'a/b' is not a folder name"),
+])
+def test_other_finetuning_setting_in_the_same_work_dir_is_a_one_line_error(
+    repo_root, tmp_path, extra, message):
+  # Resuming runs that began with other examples or hparams would report
+  # their numbers under the new flags: refused before any work.
+  work_dir = tmp_path / "study"
+  work_dir.mkdir()
+  recorded = {"finetuning_settings": {"finetuning": {
+      "train_examples": 1000, "finetuning_hparams": {"learning_rate": 3e-4}}}}
+  (work_dir / "results.json").write_text(json.dumps(recorded))
+  run = _study(repo_root, f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
+               "--finetune_at=5", '--finetuning_hparams={"learning_rate": 3e-4}', *extra)
+  assert run.returncode != 0
+  assert message in run.stderr.strip().splitlines()[-1]
+  assert json.loads((work_dir / "results.json").read_text()) == recorded
+  assert sorted(p.name for p in work_dir.iterdir()) == ["results.json"]
+
+
+def test_work_dir_from_before_named_settings_is_checked_against_its_settings(
+    repo_root, tmp_path):
+  # results.json written before settings were recorded per name kept the one
+  # setting in "settings": it still guards the runs in finetuning/.
+  work_dir = tmp_path / "study"
+  work_dir.mkdir()
+  recorded = {"settings": {"train_examples": 1000,
+                           "finetuning_hparams": '{"num_train_epochs": 10.0}'},
+              "finetuning": {"sst": {}}}
+  (work_dir / "results.json").write_text(json.dumps(recorded))
+  run = _study(repo_root, f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
+               "--finetune_at=5", "--train_examples=1000",
+               '--finetuning_hparams={"num_train_epochs": 30.0}')
+  assert run.returncode != 0
+  assert ("""began with --train_examples=1000 and --finetuning_hparams='{"num_train_epochs": 10.0}'"""
+          in run.stderr.strip().splitlines()[-1])

@@ -25,9 +25,12 @@ Stages (rerun the same command to resume; finished work is kept):
   3. fine-tuning: each --tasks task on its first --train_examples training
      examples (the whole dev set), from the ELECTRA and masked-LM checkpoints
      at --finetune_at and from random initialisation, one run per --seeds seed;
+     --finetuning_name=NAME keeps a second setting (other --train_examples or
+     --finetuning_hparams) beside the first, over the same checkpoints;
   4. work_dir/results.json, and the figures work_dir/pretraining.png (eval
      metrics against steps and against FLOPs) and work_dir/downstream.png
-     (dev metric, mean and standard deviation over seeds).
+     (dev metric, mean and standard deviation over seeds;
+     downstream_NAME.png for a --finetuning_name).
 
 The same learning rate, warm-up, batch and sequence length serve both
 objectives; only the objective (and so the steps a FLOPs budget buys) differs.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -94,6 +98,13 @@ flags.DEFINE_integer("train_examples", 2000, "Training examples per task.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds.")
 flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_epochs": 3.0}',
                     "Fine-tuning hparams (JSON) over the model's.")
+flags.DEFINE_string("finetuning_name", "",
+                    "Name of this fine-tuning setting (--train_examples and "
+                    "--finetuning_hparams), so that several settings share one work_dir's "
+                    "checkpoints: its runs go to work_dir/finetuning_NAME, its results to "
+                    "results.json's finetuning_NAME, its figure to downstream_NAME.png "
+                    "(empty: finetuning, downstream.png). A setting's runs are only "
+                    "resumed with the --train_examples and --finetuning_hparams they began with.")
 flags.DEFINE_boolean("masked_lm", True,
                      "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
                      "(--nomasked_lm: ELECTRA against random initialisation only).")
@@ -260,9 +271,45 @@ def add_encoder_stats(config: PretrainingConfig, heldout: str, results: Dict,
 
 
 # ------------------------------------------------------------ fine-tuning
+def finetuning_key() -> str:
+  """The fine-tuning setting's folder under work_dir and key in results.json."""
+  return f"finetuning_{FLAGS.finetuning_name}" if FLAGS.finetuning_name else "finetuning"
+
+
+def finetuning_settings(results: Dict) -> Dict[str, Dict]:
+  """results.json's fine-tuning settings: key -> {train_examples, finetuning_hparams}."""
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  settings = dict(results.get("finetuning_settings", {}))
+  if "finetuning" in results and "finetuning" not in settings:
+    # A work_dir from before the settings were recorded per name.
+    settings["finetuning"] = {"train_examples": results["settings"]["train_examples"],
+                              "finetuning_hparams": config_lib.parse_hparams(
+                                  results["settings"]["finetuning_hparams"])}
+  return settings
+
+
+def check_finetuning_setting(results: Dict, key: str) -> Dict:
+  """This setting as the flags give it; a one-line error if they differ from
+  the setting its runs began with (those would be reused silently)."""
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  if not re.fullmatch(r"[A-Za-z0-9_.-]*", FLAGS.finetuning_name):
+    raise ValueError(f"--finetuning_name: {FLAGS.finetuning_name!r} is not a folder name "
+                     "(letters, digits, _ . -)")
+  setting = {"train_examples": FLAGS.train_examples,
+             "finetuning_hparams": config_lib.parse_hparams(FLAGS.finetuning_hparams)}
+  recorded = finetuning_settings(results).get(key)
+  if recorded is not None and recorded != setting:
+    raise ValueError(
+        f"--train_examples/--finetuning_hparams: the runs in {key}/ began with "
+        f"--train_examples={recorded['train_examples']} and --finetuning_hparams="
+        f"'{json.dumps(recorded['finetuning_hparams'])}'; give this setting its own "
+        "--finetuning_name")
+  return setting
+
+
 def finetuning_data(work_dir: pathlib.Path) -> pathlib.Path:
   """Each task's first --train_examples training examples and its dev set."""
-  root = work_dir / "finetuning" / "data"
+  root = work_dir / finetuning_key() / "data"
   for task in FLAGS.tasks:
     source = pathlib.Path(FLAGS.finetuning_data_dir) / task
     target = root / "finetuning_data" / task
@@ -294,7 +341,7 @@ def finetune(work_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
              vocab_size: int) -> Dict[str, float]:
   """One fine-tuning run (run_finetuning.py; resumes); its dev metrics."""
   from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
-  model_dir = work_dir / "finetuning" / "runs" / f"{task}_{init}_seed{seed}"
+  model_dir = work_dir / finetuning_key() / "runs" / f"{task}_{init}_seed{seed}"
   metrics_file = model_dir / "results" / f"{task}_dev_metrics.json"
   if not metrics_file.exists():
     model = study_model()
@@ -356,10 +403,21 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   figure.savefig(work_dir / "pretraining.png", dpi=80)
   pyplot.close(figure)
 
-  downstream = results.get("finetuning", {})
-  if not downstream:
-    return
+  for key in finetuning_settings(results):
+    plot_downstream(results.get(key, {}), downstream_figure(work_dir, key))
+
+
+def downstream_figure(work_dir: pathlib.Path, key: str) -> pathlib.Path:
+  """downstream.png for the setting `finetuning`, downstream_NAME.png for `finetuning_NAME`."""
+  return work_dir / (key.replace("finetuning", "downstream", 1) + ".png")
+
+
+def plot_downstream(downstream: Dict, path: pathlib.Path) -> None:
+  """Bars of each task's dev metric per start (mean ± std over the seeds) to path."""
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
   tasks = sorted(downstream)
+  if not tasks:
+    return
   figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
   for axis, task in zip(axes[0], tasks):
     labels, means, stds = [], [], []
@@ -374,8 +432,9 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
                     for l in labels])
     axis.set_xticks(range(len(labels)))
     axis.set_xticklabels(labels, fontsize=8)
+    seeds = max(len(summary["runs"]) for summary in downstream[task].values())
     axis.set_title(f"{task}: dev {TASK_METRIC.get(task, '')} (mean ± std, "
-                   f"{len(FLAGS.seeds)} seeds)", fontsize=10)
+                   f"{seeds} seeds)", fontsize=10)
     axis.grid(axis="y", alpha=0.3)
     low = min(m - s for m, s in zip(means, stds))
     # A metric that goes below 0 (CoLA's MCC) keeps its negative bars in view.
@@ -384,7 +443,7 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
     if low < 0:
       axis.axhline(0.0, color="black", linewidth=0.8)
   figure.tight_layout()
-  figure.savefig(work_dir / "downstream.png", dpi=80)
+  figure.savefig(path, dpi=80)
   pyplot.close(figure)
 
 
@@ -411,6 +470,9 @@ def main() -> int:
   if without_text:
     raise ValueError(f"--task_text: {without_text[0]} is not a classification or tagging task "
                      f"({', '.join(text_tasks)})")
+  key = finetuning_key()
+  results["finetuning_settings"] = {**finetuning_settings(results),
+                                    key: check_finetuning_setting(results, key)}
   data = prepare_data(work_dir)
   electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
   # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
@@ -422,9 +484,7 @@ def main() -> int:
                          "masked_lm": FLAGS.masked_lm,
                          "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
                          "flops_ratio": ratio, "vocab_size": electra.vocab_size,
-                         "task_text": FLAGS.task_text,
-                         "tasks": FLAGS.tasks, "train_examples": FLAGS.train_examples,
-                         "seeds": FLAGS.seeds, "finetuning_hparams": FLAGS.finetuning_hparams}
+                         "task_text": FLAGS.task_text}
   pretrain(electra, eval_at, results, save)
   if FLAGS.masked_lm:
     pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
@@ -446,7 +506,7 @@ def main() -> int:
   for task in FLAGS.tasks:
     metric = TASK_METRIC[task]
     for init, checkpoint in inits.items():
-      summary = results.setdefault("finetuning", {}).setdefault(task, {}).setdefault(
+      summary = results.setdefault(key, {}).setdefault(task, {}).setdefault(
           init, {"runs": {}})
       for seed in FLAGS.seeds:
         if seed in summary["runs"]:
@@ -463,7 +523,8 @@ def main() -> int:
                                                        / max(1, len(values) - 1)) ** 0.5)
         save()
   save()
-  log(f"done: {results_path}, {work_dir / 'pretraining.png'}, {work_dir / 'downstream.png'}")
+  log(f"done: {results_path}, {work_dir / 'pretraining.png'}, "
+      f"{downstream_figure(work_dir, key)}")
   return 0
 
 
