@@ -188,22 +188,61 @@ def test_discriminator_parameter_count_matches_paper(size, paper_millions):
   assert abs(count / 1e6 - paper_millions) / paper_millions < 0.05, count
 
 
-def test_seeded_dropout_draws_stateless_dropout_masks_and_its_gradient():
+def test_seeded_dropout_masks_are_a_function_of_seed_and_call_and_its_gradient():
   from electra_tf.modeling import dropout  # pylint: disable=g-import-not-at-top
   x = tf.constant(np.random.RandomState(0).normal(size=(4, 2, 64, 64)).astype(np.float32))
   seed = tf.constant([5, 11], tf.int64)
   layer = dropout.Dropout(0.1)
-  with tf.GradientTape() as tape:
-    tape.watch(x)
-    with dropout.seeded(seed):
-      first, second = layer(x, training=True), layer(x, training=True)
-  grad = tape.gradient(first, x).numpy()
-  for call_index, ours in enumerate((first, second)):
-    reference = tf.nn.experimental.stateless_dropout(
-        x, rate=0.1, seed=tf.random.experimental.stateless_fold_in(seed, call_index))
-    np.testing.assert_array_equal(ours, reference)
+
+  def two_calls():
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      with dropout.seeded(seed):
+        first, second = layer(x, training=True), layer(x, training=True)
+    return first, second, tape.gradient(first, x).numpy()
+
+  first, second, grad = two_calls()
+  again = two_calls()
+  # The same seed gives the same masks; each call in the block its own.
+  np.testing.assert_array_equal(first, again[0])
+  np.testing.assert_array_equal(second, again[1])
   kept = first.numpy() != 0
   assert 0.09 < 1 - kept.mean() < 0.11 and (kept != (second.numpy() != 0)).any()
+  # Each call draws from the seed folded with its call index.
+  for call_index, ours in enumerate((first, second)):
+    keep = dropout.draw_keep_mask(tf.shape(x), tf.random.experimental.stateless_fold_in(
+        seed, call_index), 0.1)
+    np.testing.assert_array_equal(ours.numpy() != 0, keep.numpy())
   np.testing.assert_allclose(first.numpy()[kept], x.numpy()[kept] / 0.9, rtol=1e-6)
   np.testing.assert_array_equal(grad, np.where(kept, np.float32(1 / 0.9), 0.0))
   np.testing.assert_array_equal(layer(x, training=False), x)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_keep_mask_drops_at_the_rate_for_any_shape(rate):
+  from electra_tf.modeling import dropout  # pylint: disable=g-import-not-at-top
+  # 16-bit draws: the drop probability is round(rate * 2^16) / 2^16, within
+  # 2^-17 of the rate (a bfloat16 uniform would give 13/128 = 0.1016 at 0.1).
+  units = 1 << 22
+  keep = dropout.draw_keep_mask(tf.constant([units]), tf.constant([3, 4], tf.int64), rate)
+  dropped = 1.0 - keep.numpy().mean()
+  sigma = (rate * (1 - rate) / units) ** 0.5
+  assert abs(dropped - round(rate * 65536) / 65536) < 5 * sigma
+  # Odd sizes and any rank: the mask has the input's shape; its bits differ
+  # between units (no unit pairs up with a neighbour).
+  odd = dropout.draw_keep_mask(tf.constant([3, 5, 7]), tf.constant([1, 2], tf.int64), 0.5)
+  assert odd.shape == (3, 5, 7) and odd.dtype == tf.bool
+  pairs = keep.numpy().reshape(-1, 2)
+  assert abs(np.mean(pairs[:, 0] == pairs[:, 1]) - (rate ** 2 + (1 - rate) ** 2)) < 0.01
+
+
+def test_seeded_dropout_on_bfloat16_drops_at_the_rate():
+  from electra_tf.modeling import dropout  # pylint: disable=g-import-not-at-top
+  # A bfloat16 uniform has 7 random bits: it would drop 13/128 = 0.1016 of the
+  # units at rate 0.1, 11 standard deviations away at this size.
+  x = tf.ones([1 << 22], tf.bfloat16)
+  with dropout.seeded(tf.constant([7, 8], tf.int64)):
+    out = dropout.Dropout(0.1, dtype="mixed_bfloat16")(x, training=True)
+  assert out.dtype == tf.bfloat16
+  dropped = float(np.mean(out.numpy().astype(np.float32) == 0))
+  assert abs(dropped - 6554 / 65536) < 5 * (0.09 / (1 << 22)) ** 0.5
