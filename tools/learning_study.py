@@ -307,9 +307,10 @@ def check_finetuning_setting(results: Dict, key: str) -> Dict:
   return setting
 
 
-def finetuning_data(work_dir: pathlib.Path) -> pathlib.Path:
-  """Each task's first --train_examples training examples and its dev set."""
-  root = work_dir / finetuning_key() / "data"
+def finetuning_data(setting_dir: pathlib.Path) -> pathlib.Path:
+  """Each task's first --train_examples training examples and its dev set,
+  under setting_dir (work_dir/<the setting's key>)."""
+  root = setting_dir / "data"
   for task in FLAGS.tasks:
     source = pathlib.Path(FLAGS.finetuning_data_dir) / task
     target = root / "finetuning_data" / task
@@ -336,12 +337,12 @@ def _head(path: pathlib.Path, task: str) -> str:
   return "".join(lines[:header + FLAGS.train_examples])
 
 
-def finetune(work_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
+def finetune(setting_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
              init: str, checkpoint: Optional[str], task: str, seed: int,
              vocab_size: int) -> Dict[str, float]:
   """One fine-tuning run (run_finetuning.py; resumes); its dev metrics."""
   from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
-  model_dir = work_dir / finetuning_key() / "runs" / f"{task}_{init}_seed{seed}"
+  model_dir = setting_dir / "runs" / f"{task}_{init}_seed{seed}"
   metrics_file = model_dir / "results" / f"{task}_dev_metrics.json"
   if not metrics_file.exists():
     model = study_model()
@@ -496,7 +497,7 @@ def main() -> int:
   for config in (electra, mlm) if FLAGS.masked_lm else (electra,):
     add_encoder_stats(config, data["heldout"], results, save)
 
-  data_root = finetuning_data(work_dir)
+  data_root = finetuning_data(work_dir / key)
   inits = {"random_init": None}
   for step in sorted(int(s) for s in FLAGS.finetune_at):
     inits[f"electra_{step}"] = str(work_dir / "pretraining" / "electra" / f"ckpt-{step}")
@@ -512,7 +513,7 @@ def main() -> int:
         if seed in summary["runs"]:
           continue
         start = time.time()
-        metrics = finetune(work_dir, data_root, data["vocab_file"], init, checkpoint, task,
+        metrics = finetune(work_dir / key, data_root, data["vocab_file"], init, checkpoint, task,
                            int(seed), electra.vocab_size)
         summary["runs"][seed] = metrics[metric]
         log(f"{task} from {init}, seed {seed}: {metric} {metrics[metric]:.2f} "
