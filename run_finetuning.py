@@ -19,43 +19,7 @@ MODEL_DIR/test_predictions/) and a table of them is printed at the end;
 rerunning the same command resumes.  The job: electra_tf/finetune/job.py.
 """
 
-import logging
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import config as config_lib  # noqa: E402
-from electra_tf.finetune.config import FinetuningConfig  # noqa: E402
-
-FLAGS = flags.FLAGS
-cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
-flags.DEFINE_list("task_names", None, "Comma-separated official task names "
-                  "(cola, sst, mrpc, sts, qqp, mnli, qnli, rte, squadv1, squad, "
-                  "newsqa, naturalqs, triviaqa, searchqa, chunk).")
-
-
-def main() -> int:
-  if not FLAGS.data_dir:
-    raise ValueError("--data_dir is required")
-  hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
-  config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
-                                       model_name=FLAGS.model_name)
-  # Imported once the flags and hparams are valid, so that their errors do
-  # not pay for TensorFlow.
-  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
-  from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
-  # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.
-  logging.getLogger("tensorflow").setLevel(logging.WARNING)
-  try:
-    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-            export_dir=FLAGS.export_dir)
-  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
-    return stop.report("run_finetuning.py")
-  return 0
-
+from electra_tf.commands import finetune
 
 if __name__ == "__main__":
-  cli.run(main, "run_finetuning.py")
+  finetune.run()

@@ -12,52 +12,7 @@ Re-running the same command resumes from the latest checkpoint in model_dir.
 The job: electra_tf/pretrain/job.py.
 """
 
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import config as config_lib  # noqa: E402
-from electra_tf.pretrain import demo  # noqa: E402
-from electra_tf.pretrain.config import PretrainingConfig  # noqa: E402
-
-FLAGS = flags.FLAGS
-cli.define_job_flags(config_lib.STRATEGIES)
-flags.DEFINE_string("pretrain_tfrecords", None,
-                    "Glob(s) of TFRecords, comma-separated (default: "
-                    "data_dir/pretrain_tfrecords/pretrain_data.tfrecord*).")
-flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")
-
-
-def main() -> int:
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  logging.set_verbosity(logging.WARNING)
-  use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
-  overrides = cli.hparam_flags("pretrain_tfrecords", "num_train_steps")
-  # Only --do_eval: evaluate without training; the demo does both.
-  if overrides["do_train"] is None:
-    overrides["do_train"] = not overrides["do_eval"] or use_demo
-  if overrides["do_eval"] is None:
-    overrides["do_eval"] = use_demo
-  if use_demo:
-    config = demo.prepare(FLAGS.hparams, overrides, model_name=FLAGS.model_name)
-  else:
-    config = PretrainingConfig.from_flags(FLAGS.hparams, overrides, data_dir=FLAGS.data_dir,
-                                          model_name=FLAGS.model_name)
-  export_dir = FLAGS.export_dir or (demo.export_dir(config) if use_demo else None)
-  # Imported once the flags and hparams are valid, so that their errors do
-  # not pay for TensorFlow.
-  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
-  from electra_tf.pretrain import job  # pylint: disable=g-import-not-at-top
-  try:
-    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-            init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
-  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
-    return stop.report("run_pretraining.py")
-  return 0
-
+from electra_tf.commands import pretrain
 
 if __name__ == "__main__":
-  cli.run(main, "run_pretraining.py")
+  pretrain.run()

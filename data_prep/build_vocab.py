@@ -7,45 +7,7 @@
 How the vocab is learned: electra_tf/pretrain/vocab.py.
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import fileio  # noqa: E402
-from electra_tf.pretrain import vocab as vocab_lib  # noqa: E402
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus_dir", None, "Folder of text files.")
-flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
-flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
-flags.DEFINE_string("output_file", None, "Where the vocab is written.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
-flags.DEFINE_bool("skip_invalid_utf8", False,
-                  "Skip corpus lines that are not valid UTF-8 instead of "
-                  "stopping with an error.")
-flags.mark_flags_as_required(["vocab_size", "output_file"])
-flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
-
-
-def main() -> int:
-  if FLAGS.corpus_dir:
-    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
-                                        FLAGS.skip_invalid_utf8)
-  else:
-    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
-                                        FLAGS.skip_invalid_utf8)
-  vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
-                                FLAGS.strip_accents)
-  fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
-  print(f"Wrote {len(vocab)} tokens to {FLAGS.output_file}")
-  return 0
-
+from electra_tf.commands import build_vocab
 
 if __name__ == "__main__":
-  cli.run(main, "build_vocab.py")
+  build_vocab.run()

@@ -7,33 +7,7 @@
 What it prints and counts: electra_tf/pretrain/masking_report.py.
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf.pretrain import masking_report  # noqa: E402
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("pretrain_tfrecords", None, "TFRecord glob pattern(s), comma-separated.")
-flags.DEFINE_string("vocab_file", None, "The vocab the records were built with.")
-flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
-flags.DEFINE_float("mask_prob", 0.15, "Share of tokens to mask.")
-flags.DEFINE_integer("seed", 0, "Masking seed.")
-flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
-flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")
-flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file"])
-
-
-def main() -> int:
-  masking_report.inspect(FLAGS.pretrain_tfrecords, FLAGS.vocab_file, FLAGS.num_examples,
-                         FLAGS.mask_prob, FLAGS.seed, FLAGS.num_print, FLAGS.json)
-  return 0
-
+from electra_tf.commands import inspect_masking
 
 if __name__ == "__main__":
-  cli.run(main, "inspect_masking.py")
+  inspect_masking.run()

@@ -58,14 +58,12 @@ import resource
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import flags
+import numpy as np
 
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import config as config_lib  # noqa: E402
-from electra_tf.pretrain.config import PretrainingConfig  # noqa: E402
+from electra_tf import cli
+from electra_tf import config as config_lib
+from electra_tf.pretrain.config import PretrainingConfig
 
 FLAGS = flags.FLAGS
 

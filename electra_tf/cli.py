@@ -24,6 +24,7 @@ from absl import app
 from absl import flags
 
 from electra_tf.config import MODEL_SIZES
+from electra_tf.errors import error_message
 
 # Errors that describe bad input (flags, hparams, files): reported as one line
 # on stderr with exit status 2.  Set ELECTRA_TF_TRACEBACK=1 to see tracebacks.
@@ -40,24 +41,6 @@ def _user_errors() -> Tuple[Type[BaseException], ...]:
   """
   tf = sys.modules.get("tensorflow")
   return USER_ERRORS + ((tf.errors.OpError,) if tf is not None else ())
-
-
-# Lines of a TensorFlow error message that frame the error instead of saying
-# it, and the op names ("{{function_node ...}}", "[Op:ReadFile]") in a line.
-_TF_FRAMING = ("Graph execution error", "Detected at node", "<stack traces", "File ",
-               "[[")
-_TF_OP_NAMES = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]( name: \S*)?")
-
-
-def error_message(error: BaseException) -> str:
-  """The error as one line (an OpError: the first line of its message that
-  says what went wrong)."""
-  text = str(error)
-  if isinstance(getattr(error, "message", None), str):
-    lines = [line.strip() for line in error.message.splitlines()]
-    text = _TF_OP_NAMES.sub("", next(
-        (line for line in lines if line and not line.startswith(_TF_FRAMING)), text))
-  return " ".join(text.split()) or type(error).__name__
 
 
 def _fail(program: str, message: str) -> NoReturn:

@@ -25,6 +25,8 @@ import json
 import os
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
+from electra_tf.errors import ConfigError
+
 MODEL_SIZES = ("small", "base", "large")
 # --strategy values (distribution.create_strategy); fine-tuning runs on one host.
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -42,10 +44,6 @@ _SIZE_ARCH = {
 # run_finetuning.FinetuningModel).
 _DEBUG_ARCH = {"num_hidden_layers": 3, "hidden_size": 144, "intermediate_size": 144 * 4,
                "num_attention_heads": 4}
-
-
-class ConfigError(ValueError):
-  """A hyperparameter is unknown, ill-typed or out of range (one-line message)."""
 
 
 @dataclasses.dataclass

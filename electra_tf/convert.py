@@ -96,6 +96,11 @@ def main() -> int:
   return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command (console script and python -m electra_tf.convert)."""
   _define_flags()
   cli.run(main, "electra_tf.convert")
+
+
+if __name__ == "__main__":
+  run()

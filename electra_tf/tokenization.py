@@ -37,16 +37,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from electra_tf.errors import DataError
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
 UNK_TOKEN = "[UNK]"
 WORDPIECE_PREFIX = "##"
 _SURROGATES = range(0xD800, 0xE000)
 _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
-
-
-class DataError(ValueError):
-  """Input data (vocab, corpus, TFRecords) is missing or malformed (one line)."""
 
 
 # ---------------------------------------------------------------- vocab

@@ -54,6 +54,7 @@ from electra_tf import checkpoints
 from electra_tf import fileio
 from electra_tf import optimization
 from electra_tf import stop_points
+from electra_tf.errors import TrainingError
 from electra_tf.modeling import dropout
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Tuple[Dict[str, tf.Tensor], tf.Tensor]]
@@ -63,10 +64,6 @@ LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor],
 
 # The checkpoint entry of the training input's position (a tf.data iterator).
 INPUT_KEY = "train_input"
-
-
-class TrainingError(ValueError):
-  """The run cannot go on (non-finite loss, unusable model_dir); one line."""
 
 
 class Preempted(Exception):

@@ -13,6 +13,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DIR = pathlib.Path(os.environ.get("ELECTRA_TF_SHARED", REPO_ROOT.parent / "shared"))
+# The commands the tests start (data_prep/*.py, python -m tools.NAME) import
+# electra_tf from this checkout, as `pip install -e .` lets them for a user.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 
 def _require(path: pathlib.Path) -> pathlib.Path:

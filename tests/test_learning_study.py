@@ -15,8 +15,7 @@ TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
 
 
 def _study(repo_root, *argv):
-  return subprocess.run([sys.executable, str(repo_root / "tools" / "learning_study.py"),
-                         *argv], cwd=repo_root, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tools.learning_study", *argv], cwd=repo_root, capture_output=True, text=True,
                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
 
 
@@ -116,7 +115,7 @@ def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_
   (data / "chunk").mkdir()
   (data / "chunk" / "train.txt").write_text(
       "He PRP B-NP\nran VBD B-VP\n. . O\n\nShe PRP B-NP\nsat VBD B-VP\n\n", encoding="utf-8")
-  code = ("import pathlib, sys; sys.path.insert(0, 'tools'); import learning_study as s; "
+  code = ("import pathlib; from tools import learning_study as s; "
           f"print(s.write_task_text('sst', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r}))); "
           f"print(s.write_task_text('chunk', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r})))")
   run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,

@@ -293,7 +293,7 @@ def test_fixed_seed_gives_identical_first_20_losses(data_dir, tmp_path):
 def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   report_path = tmp_path / "soak.json"
   run = subprocess.run(
-      [sys.executable, "tools/soak.py", f"--work_dir={tmp_path / 'soak'}",
+      [sys.executable, "-m", "tools.soak", f"--work_dir={tmp_path / 'soak'}",
        "--kills=6", "--num_train_steps=100", "--tfrecords_kills=2",
        "--finetuning_kills=3", "--corpus_lines=1500", f"--report={report_path}",
        f"--vocab_file={shared_dir / 'data' / 'vocab' / 'bert_uncased_vocab.txt'}",

@@ -1,8 +1,8 @@
 """Does pre-training learn?  ELECTRA against a masked LM at equal FLOPs and
 against no pre-training, on a CPU.
 
-    python tools/learning_study.py --work_dir=study                  # defaults
-    python tools/learning_study.py --work_dir=study --steps=4000 \\
+    python -m tools.learning_study --work_dir=study                  # defaults
+    python -m tools.learning_study --work_dir=study --steps=4000 \\
         --eval_at=250,500,1000,2000,4000 --finetune_at=1000,4000 \\
         --tasks=chunk,sst --train_examples=2000 --seeds=1,2,3
 
@@ -48,16 +48,13 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import fileio
+from electra_tf.pretrain.config import PretrainingConfig
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import fileio  # noqa: E402
-from electra_tf.pretrain.config import PretrainingConfig  # noqa: E402
-
 SHARED = REPO.parent / "shared" / "data"
 # The study's model: the official trajectory fixture's shape (ELECTRA-Small
 # narrowed to hidden 128, 4 layers), which learns within a few hundred steps.

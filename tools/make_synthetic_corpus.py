@@ -1,6 +1,6 @@
 """A large synthetic pre-training corpus in the official TFRecord format, fast.
 
-    python tools/make_synthetic_corpus.py --output_dir=/tmp/synth_1e7 \\
+    python -m tools.make_synthetic_corpus --output_dir=/tmp/synth_1e7 \\
         --num_records=10000000 --num_files=1000 --max_seq_length=128
 
 Writes `pretrain_data.tfrecord-I-of-N` files of tf.train.Example records with
@@ -18,7 +18,7 @@ Sizes on a 2-core machine (shared): 10^7 records of 128 tokens are about
 6 GB and take a few minutes; 10^8 (an OpenWebText-sized corpus) are about
 60 GB:
 
-    python tools/make_synthetic_corpus.py --output_dir=/big/disk/synth_1e8 \\
+    python -m tools.make_synthetic_corpus --output_dir=/big/disk/synth_1e8 \\
         --num_records=100000000 --num_files=1000
 
 (check `df -h` first; --processes spreads the files over processes).

@@ -1,7 +1,7 @@
 """Trains from the official trajectory fixture and compares with the official curves.
 
-    python tools/official_trajectory.py --work_dir=/tmp/trajectory --seeds=1,2,3
-    python tools/official_trajectory.py --work_dir=/tmp/trajectory --seeds=1 --json
+    python -m tools.official_trajectory --work_dir=/tmp/trajectory --seeds=1,2,3
+    python -m tools.official_trajectory --work_dir=/tmp/trajectory --seeds=1 --json
 
 `../shared/fixtures/official_trajectory/` holds the official TF1 code's
 step-0 weights of a small ELECTRA, its hparams, its TFRecords and its
@@ -28,14 +28,12 @@ import subprocess
 import sys
 from typing import Dict, List
 
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import curves
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import curves  # noqa: E402
-
 SHARED = REPO.parent / "shared"
 WINDOW = 100
 LOSSES = ("mlm_loss", "disc_loss")

@@ -1,8 +1,8 @@
 """Time to the first training step and time to resume at a late step, on a
 (large, synthetic) corpus: both should not grow with the corpus or the step.
 
-    python tools/make_synthetic_corpus.py --output_dir=/tmp/synth_1e7 --num_records=10000000
-    python tools/scale_timing.py --pretrain_tfrecords='/tmp/synth_1e7/*' \\
+    python -m tools.make_synthetic_corpus --output_dir=/tmp/synth_1e7 --num_records=10000000
+    python -m tools.scale_timing --pretrain_tfrecords='/tmp/synth_1e7/*' \\
         --vocab_file=../shared/data/vocab/bert_uncased_vocab.txt --work_dir=/tmp/scale \\
         --consumed=1000000 --repeats=3 [--fallback]
 
@@ -37,7 +37,7 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
 
 BATCH = 128
 HPARAMS = {"model_size": "small", "vocab_size": 30522, "embedding_size": 16,

@@ -1,7 +1,7 @@
 """Kill -9 soak test: the jobs survive SIGKILL anywhere and lose nothing.
 
-    python tools/soak.py --work_dir=/tmp/soak                   # short form (CI)
-    python tools/soak.py --work_dir=/tmp/soak --kills=40 --num_train_steps=600 \\
+    python -m tools.soak --work_dir=/tmp/soak                   # short form (CI)
+    python -m tools.soak --work_dir=/tmp/soak --kills=40 --num_train_steps=600 \\
         --tfrecords_kills=10 --finetuning_kills=15               # long form
 
 For each job — `data_prep/build_tfrecords.py`, `run_pretraining.py` (train,
@@ -48,15 +48,12 @@ import time
 import types
 from typing import Callable, Dict, List, Optional, Sequence
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import stop_points
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from absl import flags  # noqa: E402
-
-from electra_tf import cli  # noqa: E402
-from electra_tf import stop_points  # noqa: E402
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # What a finished job must not leave anywhere under its output directory.

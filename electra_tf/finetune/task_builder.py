@@ -1,33 +1,21 @@
-"""Tasks by their official names (official finetune/task_builder.py)."""
+"""Tasks by their official names (official finetune/task_builder.py); the
+registry itself is `TASKS` in finetune/config.py."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Type
+import importlib
+from typing import List, Type
 
-from electra_tf.finetune import classification
-from electra_tf.finetune import qa
-from electra_tf.finetune import tagging
-from electra_tf.finetune.config import TASK_NAMES, ConfigError, FinetuningConfig
+from electra_tf.finetune.config import TASKS, ConfigError, FinetuningConfig
 from electra_tf.finetune.task import Task
 
-_TASKS: Dict[str, Type[Task]] = {
-    "cola": classification.CoLA,
-    "sst": classification.SST,
-    "mrpc": classification.MRPC,
-    "sts": classification.STS,
-    "qqp": classification.QQP,
-    "mnli": classification.MNLI,
-    "qnli": classification.QNLI,
-    "rte": classification.RTE,
-    "squadv1": qa.SQuADv1,
-    "squad": qa.SQuAD,
-    "newsqa": qa.NewsQA,
-    "naturalqs": qa.NaturalQuestions,
-    "triviaqa": qa.TriviaQA,
-    "searchqa": qa.SearchQA,
-    "chunk": tagging.ChunkingTask,
-}
-assert tuple(_TASKS) == TASK_NAMES
+
+def task_class(name: str) -> Type[Task]:
+  """The Task subclass registered as `name`."""
+  if name not in TASKS:
+    raise ConfigError(f"Unknown task {name!r}; known: {', '.join(TASKS)}")
+  module, cls = TASKS[name].split(".")
+  return getattr(importlib.import_module(f"electra_tf.finetune.{module}"), cls)
 
 
 def get_task(name: str, config: FinetuningConfig, tokenizer) -> Task:
@@ -37,12 +25,11 @@ def get_task(name: str, config: FinetuningConfig, tokenizer) -> Task:
   QA tasks also split words before WordPiece, with `basic_tokenize` or
   the official `basic_tokenizer.tokenize`).
   """
-  if name not in _TASKS:
-    raise ConfigError(f"Unknown task {name!r}; known: {', '.join(TASK_NAMES)}")
+  task = task_class(name)
   if name not in config.task_names:
     raise ConfigError(f"task {name!r} is not in hparam task_names "
                       f"{config.task_names}")
-  return _TASKS[name](config, tokenizer)
+  return task(config, tokenizer)
 
 
 def get_tasks(config: FinetuningConfig, tokenizer) -> List[Task]:

@@ -33,6 +33,11 @@ from electra_tf.config import ConfigError, JobConfig, ModelConfig
 # mask_prob and max_seq_length change max_predictions_per_seq, which is
 # therefore derived after this block (the commented official block derives it
 # before, which would leave it at the 128-token value).
+def max_predictions_per_seq(mask_prob: float, max_seq_length: int) -> int:
+  """Masked slots per sequence: the official formula, its + 0.005 included."""
+  return int((mask_prob + 0.005) * max_seq_length)
+
+
 _PAPER_SETTINGS = {
     "base": {"max_seq_length": 512, "learning_rate": 2e-4,
              "embedding_size": 768, "generator_hidden_size": 0.33333,
@@ -118,7 +123,7 @@ class PretrainingConfig(JobConfig):
   def _derive(self) -> None:
     # Derived last so that it sees the final mask_prob / max_seq_length; on the
     # official code paths (small, debug) this equals the official value.
-    self.max_predictions_per_seq = int((self.mask_prob + 0.005) * self.max_seq_length)
+    self.max_predictions_per_seq = max_predictions_per_seq(self.mask_prob, self.max_seq_length)
     if not self.pretrain_tfrecords and self.data_dir:
       self.pretrain_tfrecords = os.path.join(
           self.data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")

@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Tuple
 from google.protobuf.message import DecodeError
 import tensorflow as tf
 
-from electra_tf.cli import error_message
-from electra_tf.tokenization import DataError, SpecialIds, candidates_mask
+from electra_tf.errors import DataError, error_message
+from electra_tf.tokenization import SpecialIds, candidates_mask
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 REPLACE_WITH_MASK_PROB = 0.85  # official: the other 15% keep their token

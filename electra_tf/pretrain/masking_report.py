@@ -28,6 +28,7 @@ import numpy as np
 
 from electra_tf import tokenization
 from electra_tf.pretrain import data as pretrain_data
+from electra_tf.pretrain.config import max_predictions_per_seq
 from electra_tf.tokenization import SpecialIds
 
 _RED = "\033[91m"
@@ -43,7 +44,7 @@ def masked_examples(file_patterns: str, special: SpecialIds, num_examples: int,
   dataset = pretrain_data.get_dataset(
       file_patterns, batch_size=min(num_examples, _BATCH_SIZE),
       max_seq_length=max_seq_length,
-      max_predictions_per_seq=int((mask_prob + 0.005) * max_seq_length),
+      max_predictions_per_seq=max_predictions_per_seq(mask_prob, max_seq_length),
       mask_prob=mask_prob, special=special, is_training=False, seed=seed,
       single_pass=True)
   batches: List[Dict[str, np.ndarray]] = []

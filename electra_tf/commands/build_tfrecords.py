@@ -1,0 +1,77 @@
+"""Writes pre-training TFRecords from text (official build_pretraining_dataset.py
+and, with --openwebtext_dir, build_openwebtext_pretraining_dataset.py).
+
+  python data_prep/build_tfrecords.py (--corpus_dir=DIR | --openwebtext_dir=DIR) \
+      --vocab_file=FILE --output_dir=DIR [--max_seq_length=128] [--num_processes=1] \
+      [--num_out_files=1000] [--noblanks_separate_docs] [--nodo_lower_case] \
+      [--nostrip_accents] [--seed=N] [--tokenizer=fast|reference] \
+      [--skip_invalid_utf8]
+
+What it reads and writes: electra_tf/pretrain/tfrecords.py.  Ctrl-C (or
+SIGTERM) stops it with exit status 130 and no file under a final name.
+"""
+
+import signal
+import sys
+
+from absl import flags
+
+from electra_tf import cli
+from electra_tf.pretrain import tfrecords
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus_dir", None, "Folder of pre-training text files.")
+flags.DEFINE_string("openwebtext_dir", None,
+                    "The unpacked OpenWebText release's openwebtext/ folder of "
+                    "urlsf_subset*_data.xz archives (read directly, as official).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab, one token per line.")
+flags.DEFINE_string("output_dir", None, "Where the TFRecords are written.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
+flags.DEFINE_integer("num_processes", 1, "Parallel processes.")
+flags.DEFINE_integer("num_out_files", 1000, "Number of output files.")
+flags.DEFINE_bool("blanks_separate_docs", None,
+                  "Blank lines end documents (default: yes; no with --openwebtext_dir, "
+                  "as official).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
+flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing, as official).")
+flags.DEFINE_integer("seed", None, "Seed of the random choices (default: unseeded, as official).")
+flags.DEFINE_enum("tokenizer", "fast", tfrecords.TOKENIZERS,
+                  "fast: tensorflow-text; reference: the pure-Python tokenizer.")
+flags.DEFINE_bool("skip_invalid_utf8", False,
+                  "Skip (and count) corpus lines that are not valid UTF-8 "
+                  "instead of stopping with an error.")
+flags.mark_flags_as_required(["vocab_file", "output_dir"])
+flags.mark_flags_as_mutual_exclusive(["corpus_dir", "openwebtext_dir"], required=True)
+
+PROGRAM = "build_tfrecords.py"
+
+
+def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
+  raise KeyboardInterrupt()
+
+
+def main() -> int:
+  signal.signal(signal.SIGTERM, _raise_interrupt)
+  openwebtext = FLAGS.openwebtext_dir is not None
+  try:
+    tfrecords.build_tfrecords(
+        FLAGS.openwebtext_dir if openwebtext else FLAGS.corpus_dir, FLAGS.vocab_file,
+        FLAGS.output_dir,
+        max_seq_length=FLAGS.max_seq_length, num_out_files=FLAGS.num_out_files,
+        num_processes=FLAGS.num_processes, blanks_separate_docs=FLAGS.blanks_separate_docs,
+        do_lower_case=FLAGS.do_lower_case, strip_accents=FLAGS.strip_accents,
+        seed=FLAGS.seed, tokenizer=FLAGS.tokenizer, skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+        openwebtext=openwebtext)
+  except KeyboardInterrupt:
+    print(f"{PROGRAM}: interrupted; no output file was written", file=sys.stderr)
+    return 130
+  return 0
+
+
+def run() -> None:
+  """The command (console script and data_prep/build_tfrecords.py)."""
+  cli.run(main, PROGRAM)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,50 @@
+"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
+
+  python data_prep/build_vocab.py (--corpus_dir=DIR | --corpus_files=A,B) \
+      --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
+      [--skip_invalid_utf8]
+
+How the vocab is learned: electra_tf/pretrain/vocab.py.
+"""
+
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import fileio
+from electra_tf.pretrain import vocab as vocab_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus_dir", None, "Folder of text files.")
+flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
+flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
+flags.DEFINE_string("output_file", None, "Where the vocab is written.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
+flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
+flags.DEFINE_bool("skip_invalid_utf8", False,
+                  "Skip corpus lines that are not valid UTF-8 instead of "
+                  "stopping with an error.")
+flags.mark_flags_as_required(["vocab_size", "output_file"])
+flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
+
+
+def main() -> int:
+  if FLAGS.corpus_dir:
+    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
+                                        FLAGS.skip_invalid_utf8)
+  else:
+    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
+                                        FLAGS.skip_invalid_utf8)
+  vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
+                                FLAGS.strip_accents)
+  fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
+  print(f"Wrote {len(vocab)} tokens to {FLAGS.output_file}")
+  return 0
+
+
+def run() -> None:
+  """The command (console script and data_prep/build_vocab.py)."""
+  cli.run(main, "build_vocab.py")
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,63 @@
+"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA and chunking (official recipe).
+
+    python run_finetuning.py --data_dir=DIR --task_names=rte[,sst,...] \
+        [--model_size=small] [--init_checkpoint=PATH] [--model_dir=DIR] \
+        [--hparams=JSON] [--strategy=auto] [--do_train] [--do_eval] \
+        [--export_dir=DIR]
+
+Raw data follow the official layout DIR/finetuning_data/<task>/; the vocab is
+DIR/models/<model_name>/vocab.txt or DIR/vocab.txt (or --vocab_file).
+--init_checkpoint is a project checkpoint (a pre-training model_dir or a
+ckpt prefix, or a Google checkpoint converted by `python -m
+electra_tf.convert`) or an official TF1 checkpoint; without it the encoder
+starts from DIR/models/<model_name>, which must hold one (as official);
+--init_checkpoint=none fine-tunes from random initialisation.  --hparams takes the official configure_finetuning.py
+names (a JSON object or a .json file); the flags that share a name with an
+hparam override it.  Several tasks train jointly, as official.  Results go to
+MODEL_DIR/results/ (test-set files of write_test_outputs to
+MODEL_DIR/test_predictions/) and a table of them is printed at the end;
+rerunning the same command resumes.  The job: electra_tf/finetune/job.py.
+"""
+
+import logging
+
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import config as config_lib
+from electra_tf.finetune.config import FinetuningConfig
+
+FLAGS = flags.FLAGS
+cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
+flags.DEFINE_list("task_names", None, "Comma-separated official task names "
+                  "(cola, sst, mrpc, sts, qqp, mnli, qnli, rte, squadv1, squad, "
+                  "newsqa, naturalqs, triviaqa, searchqa, chunk).")
+
+
+def main() -> int:
+  if not FLAGS.data_dir:
+    raise ValueError("--data_dir is required")
+  hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
+  config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
+                                       model_name=FLAGS.model_name)
+  # Imported once the flags and hparams are valid, so that their errors do
+  # not pay for TensorFlow.
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
+  # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.
+  logging.getLogger("tensorflow").setLevel(logging.WARNING)
+  try:
+    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
+            export_dir=FLAGS.export_dir)
+  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
+    return stop.report("run_finetuning.py")
+  return 0
+
+
+def run() -> None:
+  """The command (console script and run_finetuning.py)."""
+  cli.run(main, "run_finetuning.py")
+
+
+if __name__ == "__main__":
+  run()

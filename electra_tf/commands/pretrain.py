@@ -1,0 +1,64 @@
+"""Pre-trains ELECTRA (or a plain masked LM) on TFRecords.
+
+    python run_pretraining.py --model_size=small --data_dir=DIR [--model_name=NAME]
+    python run_pretraining.py --pretrain_tfrecords='a/*.tfrecord*,b/*' --vocab_file=V
+    python run_pretraining.py          # the embedded default: a few CPU minutes
+
+Hyperparameters take their official names in --hparams (a JSON string or a
+.json file); the flags below that share a name with an hparam override it.
+The official directory conventions hold: data_dir/pretrain_tfrecords/
+pretrain_data.tfrecord*, data_dir/vocab.txt, data_dir/models/<model_name>.
+Re-running the same command resumes from the latest checkpoint in model_dir.
+The job: electra_tf/pretrain/job.py.
+"""
+
+from absl import flags
+
+from electra_tf import cli
+from electra_tf import config as config_lib
+from electra_tf.pretrain import demo
+from electra_tf.pretrain.config import PretrainingConfig
+
+FLAGS = flags.FLAGS
+cli.define_job_flags(config_lib.STRATEGIES)
+flags.DEFINE_string("pretrain_tfrecords", None,
+                    "Glob(s) of TFRecords, comma-separated (default: "
+                    "data_dir/pretrain_tfrecords/pretrain_data.tfrecord*).")
+flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")
+
+
+def main() -> int:
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.WARNING)
+  use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
+  overrides = cli.hparam_flags("pretrain_tfrecords", "num_train_steps")
+  # Only --do_eval: evaluate without training; the demo does both.
+  if overrides["do_train"] is None:
+    overrides["do_train"] = not overrides["do_eval"] or use_demo
+  if overrides["do_eval"] is None:
+    overrides["do_eval"] = use_demo
+  if use_demo:
+    config = demo.prepare(FLAGS.hparams, overrides, model_name=FLAGS.model_name)
+  else:
+    config = PretrainingConfig.from_flags(FLAGS.hparams, overrides, data_dir=FLAGS.data_dir,
+                                          model_name=FLAGS.model_name)
+  export_dir = FLAGS.export_dir or (demo.export_dir(config) if use_demo else None)
+  # Imported once the flags and hparams are valid, so that their errors do
+  # not pay for TensorFlow.
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import job  # pylint: disable=g-import-not-at-top
+  try:
+    job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
+  except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
+    return stop.report("run_pretraining.py")
+  return 0
+
+
+def run() -> None:
+  """The command (console script and run_pretraining.py)."""
+  cli.run(main, "run_pretraining.py")
+
+
+if __name__ == "__main__":
+  run()

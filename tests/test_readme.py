@@ -1,0 +1,100 @@
+"""The README's commands exist as written, and the package installs with its
+console scripts.
+
+Every `python ...` command in the README's bash blocks names a script or module
+of this checkout, and each --flag it passes is one that command defines
+(checked against the command's own --helpfull). The package installs editable
+into a fresh virtual environment (beside this Python's packages, no download)
+and each console script answers --help.
+"""
+
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import venv
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CONSOLE_SCRIPTS = {  # script: the module that defines its flags
+    "electra-pretrain": "electra_tf.commands.pretrain",
+    "electra-finetune": "electra_tf.commands.finetune",
+    "electra-build-vocab": "electra_tf.commands.build_vocab",
+    "electra-build-tfrecords": "electra_tf.commands.build_tfrecords",
+    "electra-inspect-masking": "electra_tf.commands.inspect_masking",
+    "electra-convert": "electra_tf.convert",
+    "electra-export": "electra_tf.export"}
+
+
+def readme_commands(text: str):
+  """The README's python commands: (argv without the interpreter, the line)."""
+  commands = []
+  for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+    block = re.sub(r"\\\n\s*", " ", block)
+    for line in block.splitlines():
+      line = line.split("  #")[0].strip()
+      for part in line.split("&&"):
+        argv = shlex.split(part.strip())
+        if argv and argv[0] in ("python", "python3") and argv[1:3] != ["-m", "pytest"]:
+          commands.append((argv[1:], part.strip()))
+  return commands
+
+
+def test_readme_is_a_newcomers_page():
+  text = (REPO / "README.md").read_text(encoding="utf-8")
+  assert len(text.splitlines()) <= 300
+  quickstart = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+  assert re.findall(r"```bash\n(.*?)\n```", quickstart, flags=re.S) == [
+      "pip install -r requirements.txt && python run_pretraining.py",
+      "pip install -r requirements.txt && python -m pytest -q tests"]
+  assert "python3 -m pytest -q tests" in (REPO / ".ci" / "run").read_text()
+  for link in re.findall(r"\]\((docs/[^)#]+)", text):
+    assert (REPO / link).is_file(), link
+
+
+def test_readme_commands_are_parsed():
+  commands = readme_commands((REPO / "README.md").read_text(encoding="utf-8"))
+  scripts = {argv[0] if argv[0] != "-m" else argv[1] for argv, _ in commands}
+  assert {"run_pretraining.py", "run_finetuning.py", "data_prep/build_vocab.py",
+          "data_prep/build_tfrecords.py", "electra_tf.export", "electra_tf.convert"} <= scripts
+
+
+@pytest.mark.slow
+def test_every_readme_command_and_flag_exists():
+  commands = readme_commands((REPO / "README.md").read_text(encoding="utf-8"))
+  by_command = {}
+  for argv, line in commands:
+    command = tuple(argv[:2]) if argv[0] == "-m" else (argv[0],)
+    if command[0] != "-m":
+      assert (REPO / command[0]).is_file(), line
+    flags = {arg[2:].split("=")[0] for arg in argv if arg.startswith("--")}
+    by_command.setdefault(command, set()).update(flags)
+  for command, flags in by_command.items():
+    result = subprocess.run([sys.executable, *command, "--helpfull"], cwd=REPO,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode in (0, 1), (command, result.stderr[-1000:])  # absl: help exits 1
+    for flag in flags:
+      name = flag[2:] if flag.startswith("no") else flag
+      assert re.search(rf"--(\[no\])?({re.escape(flag)}|{re.escape(name)}):",
+                       result.stdout), (command, flag)
+
+
+@pytest.mark.slow
+def test_package_installs_with_its_console_scripts(tmp_path):
+  env_dir = tmp_path / "venv"
+  venv.create(env_dir, system_site_packages=True, with_pip=True)
+  python = env_dir / "bin" / "python"
+  install = subprocess.run(
+      [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+       "-e", str(REPO)], capture_output=True, text=True, check=False)
+  assert install.returncode == 0, install.stderr[-2000:]
+  for script, module in CONSOLE_SCRIPTS.items():
+    result = subprocess.run([str(env_dir / "bin" / script), "--helpfull"], cwd=tmp_path,
+                            capture_output=True, text=True, check=False)
+    assert f"\n{module}:\n" in result.stdout, (script, result.stderr[-1000:])
+  # data_prep scripts run from anywhere once the package is installed.
+  result = subprocess.run([str(python), str(REPO / "data_prep" / "build_vocab.py"), "--helpfull"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+  assert "--vocab_size" in result.stdout, result.stderr[-1000:]
