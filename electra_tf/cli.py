@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type
 
@@ -24,7 +23,7 @@ from absl import app
 from absl import flags
 
 from electra_tf.config import MODEL_SIZES
-from electra_tf.errors import error_message
+from electra_tf.errors import ConfigError, error_message
 
 # Errors that describe bad input (flags, hparams, files): reported as one line
 # on stderr with exit status 2.  Set ELECTRA_TF_TRACEBACK=1 to see tracebacks.
@@ -114,9 +113,36 @@ def define_job_flags(strategies: Sequence[str]) -> None:
                       "Checkpoint the model starts from (project, converted Google or "
                       "official TF1; prefix or directory).")
   flags.DEFINE_string("export_dir", None, "Write a SavedModel here at the end.")
+  define_signatures_flag()
   flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
                     "Mixed precision (float16 with dynamic loss scaling); default float32.")
   flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step.")
+
+
+EXPORT_SIGNATURES = ("ids", "text")
+
+
+def define_signatures_flag() -> None:
+  """--signatures, the flag of every command that exports a SavedModel."""
+  flags.DEFINE_string(
+      "signatures", "ids,text",
+      "Signatures of the exported SavedModel: ids (serving_default: int32 ids in; loads "
+      "with TensorFlow alone) and text (raw strings in, tokenized in the graph by "
+      "tensorflow-text ops: loading needs `import tensorflow_text`). "
+      "--signatures=ids writes no tensorflow-text op and needs no vocab.")
+
+
+def export_text_signature(value: str) -> bool:
+  """--signatures=ids[,text] -> whether the export gets the text signature."""
+  names = [name.strip() for name in value.split(",") if name.strip()]
+  unknown = sorted(set(names) - set(EXPORT_SIGNATURES))
+  if unknown:
+    raise ConfigError(f"--signatures: unknown {', '.join(unknown)} (choose from "
+                      f"{', '.join(EXPORT_SIGNATURES)})")
+  if "ids" not in names:
+    raise ConfigError("--signatures: ids is required (every export has the ids "
+                      "serving_default signature; text is added beside it)")
+  return "text" in names
 
 
 def hparam_flags(*extra: str) -> dict:

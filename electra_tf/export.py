@@ -2,6 +2,8 @@
 
   python -m electra_tf.export --checkpoint=PATH --hparams=JSON \
       --vocab_file=VOCAB --export_dir=DIR [--nodo_lower_case] [--nostrip_accents]
+  python -m electra_tf.export --checkpoint=PATH --hparams=JSON --export_dir=DIR \
+      --signatures=ids
 
 PATH is a project checkpoint (prefix or directory, e.g. a pre-training
 model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
@@ -23,7 +25,8 @@ hparam) and padded to the longest row, and returns the same outputs with seq
   tokens                [batch, seq]          string word pieces ("" padding)
   input_mask            [batch, seq]          int32, 1 on the pieces
 It loads with `tf.saved_model.load` after `import tensorflow_text`, without
-this project.  The export is written to a temporary directory and renamed,
+this project; with --signatures=ids (no `text` signature, no vocab) it loads
+with TensorFlow alone.  The export is written to a temporary directory and renamed,
 so a crash never leaves a half-written export under DIR.
 """
 
@@ -197,21 +200,28 @@ def _define_flags() -> None:
                       "Project or official checkpoint (prefix or directory).")
   flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
   flags.DEFINE_string("vocab_file", None,
-                      "The model's WordPiece vocab, for the `text` signature.")
+                      "The model's WordPiece vocab, for the `text` signature (needed with "
+                      "--signatures=ids,text).")
   flags.DEFINE_boolean("do_lower_case", True,
                        "Lower-case texts (as the model's training data were).")
   flags.DEFINE_boolean("strip_accents", True,
                        "Strip accents when lower-casing (as the model's training data).")
   flags.DEFINE_string("export_dir", None, "New directory for the SavedModel.")
-  flags.mark_flags_as_required(["checkpoint", "vocab_file", "export_dir"])
+  cli.define_signatures_flag()
+  flags.mark_flags_as_required(["checkpoint", "export_dir"])
 
 
 def main() -> int:
   config = PretrainingConfig.from_flags(FLAGS.hparams, {})
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                         FLAGS.strip_accents)
-  tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, FLAGS.vocab_file)
-  tokenization.special_ids(tokenizer.vocab, FLAGS.vocab_file)
+  tokenizer = None
+  if cli.export_text_signature(FLAGS.signatures):
+    if not FLAGS.vocab_file:
+      raise ValueError("--vocab_file is required for the text signature "
+                       "(or export the ids signature alone: --signatures=ids)")
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+                                           FLAGS.strip_accents)
+    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, FLAGS.vocab_file)
+    tokenization.special_ids(tokenizer.vocab, FLAGS.vocab_file)
   prefix = checkpoints.resolve_checkpoint(FLAGS.checkpoint)
   pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix)

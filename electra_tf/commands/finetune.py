@@ -37,6 +37,7 @@ flags.DEFINE_list("task_names", None, "Comma-separated official task names "
 def main() -> int:
   if not FLAGS.data_dir:
     raise ValueError("--data_dir is required")
+  export_text = cli.export_text_signature(FLAGS.signatures)
   hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
   config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
                                        model_name=FLAGS.model_name)
@@ -48,7 +49,7 @@ def main() -> int:
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
   try:
     job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-            export_dir=FLAGS.export_dir)
+            export_dir=FLAGS.export_dir, export_text=export_text)
   except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
     return stop.report("run_finetuning.py")
   return 0

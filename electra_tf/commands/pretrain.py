@@ -31,6 +31,7 @@ def main() -> int:
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
   use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
+  export_text = cli.export_text_signature(FLAGS.signatures)
   overrides = cli.hparam_flags("pretrain_tfrecords", "num_train_steps")
   # Only --do_eval: evaluate without training; the demo does both.
   if overrides["do_train"] is None:
@@ -49,7 +50,8 @@ def main() -> int:
   from electra_tf.pretrain import job  # pylint: disable=g-import-not-at-top
   try:
     job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
-            init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir)
+            init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir,
+            export_text=export_text)
   except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
     return stop.report("run_pretraining.py")
   return 0

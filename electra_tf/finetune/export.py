@@ -265,9 +265,9 @@ def serving_module(model: FinetuningModel, task: Task,
 
 
 def export_task_model(model: FinetuningModel, task: Task, export_dir: str,
-                      overwrite: bool = False) -> str:
-  """Writes the SavedModel of `task` (module docstring), its text signature
-  featurizing with the task's tokenizer; returns its dir."""
-  with serving_text.text_encoder(task.tokenizer) as text_encoder:
+                      overwrite: bool = False, text: bool = True) -> str:
+  """Writes the SavedModel of `task` (module docstring), with the text
+  signature (featurizing with the task's tokenizer) when `text`; returns its dir."""
+  with serving_text.text_encoder(task.tokenizer if text else None) as text_encoder:
     return export_lib.save_serving_module(
         serving_module(model, task, text_encoder), export_dir, overwrite)

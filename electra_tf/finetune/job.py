@@ -433,10 +433,10 @@ def _check_export_dirs(tasks: Sequence[Task], export_dir: str) -> None:
 
 def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None,
-        export_dir: Optional[str] = None) -> List[Dict[str, Dict[str, float]]]:
+        export_dir: Optional[str] = None,
+        export_text: bool = True) -> List[Dict[str, Dict[str, float]]]:
   """The whole job (module docstring); returns the results of every trial.
-
-  """
+  Exports get the text signature beside the ids one when export_text."""
   if not (config.do_train or config.do_eval or export_dir):
     raise ConfigError("hparams do_train and do_eval are both false and there "
                       "is no --export_dir: nothing to do")
@@ -514,7 +514,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         for task in tasks:
           target = os.path.join(export_dir, task.name)
           finetune_export.export_task_model(
-              job.model, task, target, overwrite=checkpoints.holds_saved_model(target))
+              job.model, task, target, overwrite=checkpoints.holds_saved_model(target),
+              text=export_text)
           _log(f"Exported the {task.name} model to {target}")
       if trial != config.num_trials and not config.keep_all_models:
         shutil.rmtree(job.directory, ignore_errors=True)

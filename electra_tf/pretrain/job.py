@@ -399,8 +399,9 @@ def _plain(value):
 
 def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None, init_checkpoint: Optional[str] = None,
-        export_dir: Optional[str] = None) -> Dict[str, float]:
-  """The whole job: validate inputs, train, evaluate, export."""
+        export_dir: Optional[str] = None, export_text: bool = True) -> Dict[str, float]:
+  """The whole job: validate inputs, train, evaluate, export (the ids signature,
+  and the text signature when export_text)."""
   # Validate every input before anything is written to model_dir.
   special_ids_for(config)
   pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
@@ -435,7 +436,8 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       _log(f"Exporting the SavedModel to {export_dir}")
       export_lib.export_saved_model(
           job.model, export_dir, overwrite=replace_export,
-          tokenizer=tokenization.FullTokenizer(config.vocab_file, config.do_lower_case),
+          tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case)
+                     if export_text else None),
           max_seq_length=config.max_seq_length)
       _log(f"Exported the SavedModel to {export_dir}")
   return results
