@@ -276,3 +276,31 @@ def test_big_batch_hparams_are_checked(hparams, error):
     PretrainingConfig.create(hparams)
   with pytest.raises(ConfigError, match=error):
     FinetuningConfig.create(hparams, task_names=["rte"])
+
+
+def _start_loss_scale(job, scale):
+  # (tf_keras keeps the dynamic scale in a private state object.)
+  job.optimizer._loss_scale.current_loss_scale.assign(scale)  # pylint: disable=protected-access
+
+
+def test_accumulation_under_float16_loss_scaling():
+  """Each micro-batch's loss is scaled and its gradient unscaled; the sum is
+  applied once (float16 activations: agreement to float16 rounding).  Both
+  runs start at loss scale 16: at the default 2^15 this tiny model's
+  float16 weight gradients overflow, for the big batch on more steps than
+  for its micro-batches (fewer rows summed), see docs/big_batches.md."""
+  batches = _pretraining_batches(steps=1)
+  plain_job = _pretraining_job(mixed_precision="float16")
+  _start_loss_scale(plain_job, 16.0)
+  initial = [v.numpy() for v in plain_job.model.trainable_variables]
+  plain, plain_logged = _run_steps(plain_job, batches)
+  accumulating = _pretraining_job(mixed_precision="float16", gradient_accumulation_steps=2)
+  _start_loss_scale(accumulating, 16.0)
+  for variable, value in zip(accumulating.model.trainable_variables, initial):
+    variable.assign(value)
+  accumulated, logged = _run_steps(accumulating, batches)
+  scale = max(np.abs(p - i).max() for p, i in zip(plain, initial))
+  worst = max(np.abs(a - p).max() for a, p in zip(accumulated, plain))
+  assert scale > 0 and worst <= 1e-2 * scale, (worst, scale)
+  np.testing.assert_allclose(logged["loss"], plain_logged["loss"], rtol=1e-3)
+  assert float(accumulating.optimizer.loss_scale) == float(plain_job.optimizer.loss_scale)
