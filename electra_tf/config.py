@@ -33,6 +33,8 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 FINETUNING_STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
 # None is float32; the others are tf_keras "mixed_<name>" dtype policies.
 MIXED_PRECISIONS = (None, "bfloat16", "float16")
+# The `optimizer` hparam: the official AdamWeightDecay, or LAMB (optimization.Lamb).
+OPTIMIZERS = ("adamw", "lamb")
 
 # hidden size and number of layers per model size (official get_bert_config).
 _SIZE_ARCH = {
@@ -135,10 +137,16 @@ class JobConfig:
   log_every: int = 10  # steps between progress lines / TensorBoard scalars
   mixed_precision: Optional[str] = None  # None (float32), "bfloat16" or "float16"
   jit_compile: bool = False  # XLA-compile the per-replica train step
+  # Big batches (docs/big_batches.md): each replica's batch of a step runs
+  # as this many micro-batches whose gradients are summed into one update.
+  gradient_accumulation_steps: int = 1
+  recompute_layers: bool = False  # recompute each Transformer layer in the backward pass
+  optimizer: str = "adamw"  # "adamw" (the official AdamWeightDecay) or "lamb"
 
   # Names a subclass lists: hparams that must be > 0, and names the official
   # config computes (not settable).
-  POSITIVE: ClassVar[Tuple[str, ...]] = ("vocab_size", "max_seq_length", "log_every")
+  POSITIVE: ClassVar[Tuple[str, ...]] = ("vocab_size", "max_seq_length", "log_every",
+                                         "gradient_accumulation_steps")
   DERIVED: ClassVar[Tuple[str, ...]] = ()
 
   # ---------------------------------------------------------------- creation
@@ -193,9 +201,18 @@ class JobConfig:
     if self.mixed_precision not in MIXED_PRECISIONS:
       raise ConfigError(f"hparam mixed_precision: {self.mixed_precision!r} is not "
                         f"one of {', '.join(map(str, MIXED_PRECISIONS))}")
+    if self.optimizer not in OPTIMIZERS:
+      raise ConfigError(f"hparam optimizer: {self.optimizer!r} is not one of "
+                        f"{', '.join(OPTIMIZERS)}")
     for name in self.POSITIVE:
       if getattr(self, name) <= 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be > 0")
+    # Both jobs' configs have train_batch_size.
+    batch = getattr(self, "train_batch_size")
+    if batch % self.gradient_accumulation_steps:
+      raise ConfigError(
+          f"hparam gradient_accumulation_steps: {self.gradient_accumulation_steps} "
+          f"does not divide train_batch_size {batch}")
     encoder = self.encoder_config()
     if self.max_seq_length > encoder.max_position_embeddings:
       raise ConfigError(

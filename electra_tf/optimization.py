@@ -285,14 +285,65 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return cls(learning_rate=schedule, **config)
 
 
+class Lamb(AdamWeightDecay):
+  """LAMB (You et al. 2020) in place of Adam, all else AdamWeightDecay's.
+
+  The update of Model Garden's `official.modeling.optimization.lamb.LAMB`
+  (the LAMB of NVIDIA's and Model Garden's BERT/ELECTRA recipes), per
+  variable `w` with gradient `g` and k = the update's 1-based number:
+
+    m = beta_1 * m + (1 - beta_1) * g;  v = beta_2 * v + (1 - beta_2) * g^2
+    update = (m / (1 - beta_1^k)) / (sqrt(v / (1 - beta_2^k)) + epsilon)
+             [+ weight_decay_rate * w]
+    ratio = ||w|| / ||update|| (1 when either norm is 0)
+    w = w - lr * multiplier(w) * ratio * update
+
+  with bias correction (LAMB has it; the official Adam does not), and both
+  the decay term and the trust ratio left out for the official exclusions
+  (`uses_weight_decay`), as Model Garden does when given that list.  The
+  official schedule, global-norm clip (or clip_per_replica), layer-wise
+  multipliers and the betas/epsilon are AdamWeightDecay's.  Model Garden's
+  class itself is a legacy Keras optimizer: it has neither this project's
+  true-norm clip nor layer-wise rates, so the update is written here and
+  checked against it (tests/test_big_batches.py).
+  """
+
+  def __init__(self, learning_rate: ElectraLearningRate, name: str = "LAMB", **kwargs):
+    super().__init__(learning_rate, name=name, **kwargs)
+
+  def update_step(self, gradient, variable):
+    index = self._index_dict[self._var_key(variable)]
+    m, v = self._adam_m[index], self._adam_v[index]
+    next_m = BETA_1 * m + (1.0 - BETA_1) * gradient
+    next_v = BETA_2 * v + (1.0 - BETA_2) * tf.square(gradient)
+    k = tf.cast(self.iterations + 1, tf.float32)
+    corrected_m = next_m / (1.0 - tf.pow(BETA_1, k))
+    corrected_v = next_v / (1.0 - tf.pow(BETA_2, k))
+    update = corrected_m / (tf.sqrt(corrected_v) + EPSILON)
+    learning_rate = self.learning_rate * self._lr_multipliers[index]
+    if uses_weight_decay(variable.name):
+      update += self.weight_decay_rate * variable
+      w_norm, u_norm = tf.norm(variable), tf.norm(update)
+      learning_rate *= tf.where(w_norm > 0, tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
+    variable.assign(variable - learning_rate * update)
+    m.assign(next_m)
+    v.assign(next_v)
+
+
+OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
 def create_optimizer(learning_rate: float, num_train_steps: int,
                      num_warmup_steps: float, weight_decay_rate: float,
                      lr_decay_power: float = 1.0,
                      layerwise_lr_decay: Optional[float] = None,
                      n_transformer_layers: Optional[int] = None,
-                     clip_per_replica: bool = False) -> AdamWeightDecay:
+                     clip_per_replica: bool = False,
+                     optimizer: str = "adamw") -> AdamWeightDecay:
   """Official `create_optimizer` settings; create it under `strategy.scope()`.
 
+  `optimizer`: "adamw", the official AdamWeightDecay, or "lamb" (`Lamb`: the
+  same schedule, clip, layer-wise rates and exclusions).
   `num_warmup_steps` may be fractional (fine-tuning's
   max(num_train_steps * warmup_proportion, warmup_steps)).  Layer-wise decay is
   on when `layerwise_lr_decay` > 0 (official `layerwise_lr_decay_power`) and
@@ -324,12 +375,14 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
   if layerwise_lr_decay and not (n_transformer_layers or 0) > 0:
     raise ConfigError("n_transformer_layers: layerwise_lr_decay needs the "
                       f"number of encoder layers, got {n_transformer_layers}")
+  if optimizer not in OPTIMIZER_CLASSES:
+    raise ConfigError(f"optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZER_CLASSES)}")
   schedule = ElectraLearningRate(learning_rate, num_train_steps,
                                  num_warmup_steps, lr_decay_power)
-  return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,
-                         layerwise_lr_decay=layerwise_lr_decay,
-                         n_transformer_layers=n_transformer_layers,
-                         clip_per_replica=clip_per_replica)
+  return OPTIMIZER_CLASSES[optimizer](schedule, weight_decay_rate=weight_decay_rate,
+                                      layerwise_lr_decay=layerwise_lr_decay,
+                                      n_transformer_layers=n_transformer_layers,
+                                      clip_per_replica=clip_per_replica)
 
 
 @contextlib.contextmanager

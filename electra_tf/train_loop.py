@@ -14,6 +14,23 @@ under seeded dropout (`modeling.dropout`: masks from (seed, step, replica),
 so a resumed run continues exactly), scales and unscales it for float16,
 checks it is finite, and applies it.
 
+Gradient accumulation (`gradient_accumulation_steps` N > 1): the step splits
+each replica's batch [B, ...] into N micro-batches [B/N, ...] and calls
+
+    loss_fn(micro_batch, step, part)
+
+once per micro-batch (`BatchPart`: the whole replica batch and the
+micro-batch's first row in it), so that the job can normalise by the whole
+batch and draw each row's noise from its row in the whole batch: the N
+losses then SUM to the big batch's loss, and their summed gradients
+(float32, kept between micro-batches) are applied once, so the clip, the
+learning rate and the step counter are those of one step of batch B.
+Dropout masks of micro-batch k come from (seed, step, replica, k): the same
+distribution as the big batch's, not the same draw (docs/big_batches.md).
+A step is indivisible (checkpoints are written between steps), so a resumed
+run never starts inside an accumulation.  With N = 1 the step is the plain
+one, `part` the whole batch from row 0.
+
 `make_step_loop` runs the step for a number of steps inside one tf.function
 (the official iterations_per_loop) and stops at the first faulty step;
 `train_to_end` drives those calls from the restored step to the last one,
@@ -24,6 +41,8 @@ boundaries:
     checkpoint is written after the fault, so the last good one stays the
     latest (float16 loss scaling is different: a step whose gradients
     overflow is skipped by the optimizer and is not a fault);
+  * running out of device memory (`tf.errors.ResourceExhaustedError`) is a
+    one-line `TrainingError` naming the hparams that lower memory;
   * a checkpoint that cannot be written (full disk, unwritable directory)
     is a one-line `CheckpointError`, the previous checkpoint intact;
   * SIGTERM (what a preempted cloud VM or a TPU maintenance event sends) or
@@ -58,7 +77,22 @@ from electra_tf.errors import TrainingError
 from electra_tf.modeling import dropout
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Tuple[Dict[str, tf.Tensor], tf.Tensor]]
-LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor],
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPart:
+  """Where a loss_fn's (micro-)batch lies in its replica's batch of the step.
+
+  replica_batch: the replica's whole batch of the step ([B, ...] tensors),
+    e.g. for loss denominators over all of it.
+  first_row: int64 scalar, the row of replica_batch where the micro-batch
+    starts (k * B / N for micro-batch k; 0 without accumulation).
+  """
+  replica_batch: Mapping[str, tf.Tensor]
+  first_row: tf.Tensor
+
+
+LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor, BatchPart],
                   Tuple[tf.Tensor, Dict[str, tf.Tensor]]]
 
 
@@ -219,6 +253,8 @@ class Trainer:
     mixed_precision: None (float32), "bfloat16" or "float16" (with dynamic
       loss scaling); variables stay float32.
     jit_compile: XLA-compile the per-replica step.
+    gradient_accumulation_steps: micro-batches per replica batch (module
+      doc); it must divide the per-replica batch.
 
   `checkpoint` is `tf.train.Checkpoint(model=..., optimizer=...)`, the layout
   of every training checkpoint of the project; pre-training checkpoints also
@@ -229,11 +265,12 @@ class Trainer:
                build_model: Callable[[], keras.Model],
                build_optimizer: Optional[Callable[[keras.Model], keras.optimizers.Optimizer]],
                *, seed: int, mixed_precision: Optional[str] = None,
-               jit_compile: bool = False):
+               jit_compile: bool = False, gradient_accumulation_steps: int = 1):
     self.strategy = strategy
     self.seed = seed
     self.mixed_precision = mixed_precision
     self.jit_compile = jit_compile
+    self.gradient_accumulation_steps = gradient_accumulation_steps
     keras.utils.set_random_seed(seed)
     with strategy.scope(), optimization.dtype_policy(mixed_precision):
       self.model = build_model()
@@ -252,17 +289,73 @@ class Trainer:
     """One replica's step: (logged scalars, all finite) as `make_step_loop` expects."""
     step = self.optimizer.iterations
     replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
-    with tf.GradientTape() as tape, dropout.seeded(
-        dropout.step_seed(self.seed, step, replica_id)):
-      loss, logged = loss_fn(batch, step)
-      scaled_loss = scale_loss(self.optimizer, loss)
+    seed = dropout.step_seed(self.seed, step, replica_id)
+    if self.gradient_accumulation_steps == 1:
+      loss, logged, grads = self._gradients(
+          loss_fn, batch, step, BatchPart(batch, tf.constant(0, tf.int64)), seed)
+    else:
+      loss, logged, grads = self._accumulated_gradients(loss_fn, batch, step, seed)
     variables = self.model.trainable_variables
-    grads = unscale_gradients(self.optimizer, tape.gradient(scaled_loss, variables))
     finite = all_finite(loss, grads, loss_scaling=self.mixed_precision == "float16")
     # apply_gradients sums the replicas' gradients: each replica's loss is
     # its share of the global loss, so the sum is the global-batch gradient.
     self.optimizer.apply_gradients(zip(grads, variables))
     return logged, finite
+
+  def _gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor], step: tf.Tensor,
+                 part: BatchPart, seed: tf.Tensor):
+    """(loss, logged, true-scale gradients) of `batch` under dropout `seed`."""
+    with tf.GradientTape() as tape, dropout.seeded(seed):
+      loss, logged = loss_fn(batch, step, part)
+      scaled_loss = scale_loss(self.optimizer, loss)
+    grads = tape.gradient(scaled_loss, self.model.trainable_variables)
+    return loss, logged, unscale_gradients(self.optimizer, grads)
+
+  def _accumulated_gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
+                             step: tf.Tensor, seed: tf.Tensor):
+    """(loss, logged, gradients) summed over the N micro-batches of `batch`.
+
+    Micro-batch k is rows [k B/N, (k+1) B/N) with dropout seed
+    fold_in(seed, k); the gradients are dense float32 sums (one copy of the
+    trainable variables), and the micro-batches run one after another
+    (parallel_iterations=1: one micro-batch's activations at a time).
+    """
+    n = self.gradient_accumulation_steps
+    rows = next(iter(batch.values())).shape[0]
+    if rows is not None and rows % n:
+      raise TrainingError(
+          f"gradient_accumulation_steps {n} does not divide the per-replica batch "
+          f"of {rows} rows (train_batch_size / number of replicas)")
+    micro = rows // n if rows is not None else tf.shape(next(iter(batch.values())))[0] // n
+    parts = {key: tf.reshape(value, tf.concat([[n, micro], tf.shape(value)[1:]], 0))
+             for key, value in batch.items()}
+
+    def micro_step(k):
+      micro_batch = {key: value[k] for key, value in parts.items()}
+      part = BatchPart(batch, tf.cast(k, tf.int64) * tf.cast(micro, tf.int64))
+      loss, logged, grads = self._gradients(
+          loss_fn, micro_batch, step, part,
+          tf.random.experimental.stateless_fold_in(seed, tf.cast(k, tf.int64)))
+      return loss, logged, optimization.dense_gradients(grads)
+
+    # Micro-batch 0 outside the loop: it fixes which variables have a
+    # gradient (None stays None, as in the plain step).
+    loss, logged, grads = micro_step(tf.constant(0))
+    present = [i for i, g in enumerate(grads) if g is not None]
+
+    def body(k, loss_sum, logged_sum, grad_sums):
+      loss, logged, grads = micro_step(k)
+      return (k + 1, loss_sum + loss,
+              {name: logged_sum[name] + logged[name] for name in logged_sum},
+              [total + grads[i] for total, i in zip(grad_sums, present)])
+
+    _, loss, logged, sums = tf.while_loop(
+        lambda k, *_: k < n, body,
+        (tf.constant(1), loss, logged, [grads[i] for i in present]),
+        parallel_iterations=1, maximum_iterations=n - 1)
+    for i, total in zip(present, sums):
+      grads[i] = total
+    return loss, logged, grads
 
   def step_loop(self, loss_fn: LossFn, loss_names: Sequence[str]):
     """`make_step_loop` of this trainer's step with `loss_fn`."""
@@ -371,8 +464,12 @@ def train_to_end(step_loop, iterator, optimizer, manager: tf.train.CheckpointMan
       boundary = min(_next_multiple(step, schedule.log_every),
                      _next_multiple(step, schedule.save_every),
                      step + schedule.steps_per_loop, schedule.total_steps)
-      losses, faulty_step, stopping = step_loop(
-          iterator, tf.constant(boundary - step), tf.constant(signals.received is not None))
+      try:
+        losses, faulty_step, stopping = step_loop(
+            iterator, tf.constant(boundary - step),
+            tf.constant(signals.received is not None))
+      except tf.errors.ResourceExhaustedError:
+        raise TrainingError(out_of_memory_message(step + 1, fault_context)) from None
       if bool(stopping.numpy()):
         writer.flush()
         if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(
@@ -384,6 +481,15 @@ def train_to_end(step_loop, iterator, optimizer, manager: tf.train.CheckpointMan
                          progress, fault_context)
   writer.flush()
   return step
+
+
+def out_of_memory_message(step: int, fault_context: str = "") -> str:
+  """The one line of a step that ran out of device memory: what to lower."""
+  return (f"out of device memory at step {step}{fault_context}: raise hparam "
+          "gradient_accumulation_steps (same update, smaller micro-batches), set "
+          "recompute_layers=true (recompute activations in the backward pass), set "
+          "mixed_precision to bfloat16 or float16, or lower train_batch_size "
+          "(docs/big_batches.md)")
 
 
 def _after_loop(losses, faulty_step, optimizer, manager, schedule: Schedule, writer,

@@ -75,6 +75,7 @@ from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
+from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.modeling.encoder import build_discriminator_encoder
 
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
@@ -246,13 +247,21 @@ class TrialJob:
           weight_decay_rate=config.weight_decay_rate,
           layerwise_lr_decay=(config.layerwise_lr_decay
                               if config.layerwise_lr_decay > 0 else None),
-          n_transformer_layers=model.encoder.config.num_hidden_layers)
+          n_transformer_layers=model.encoder.config.num_hidden_layers,
+          optimizer=config.optimizer)
+
+    def build_model() -> FinetuningModel:
+      model = FinetuningModel(config, tasks)
+      if config.recompute_layers:
+        encoder_lib.recompute_layers(model)
+      return model
 
     self.trainer = train_loop.Trainer(
-        strategy, lambda: FinetuningModel(config, tasks),
+        strategy, build_model,
         build_optimizer if num_train_steps is not None else None,
         seed=self.seed, mixed_precision=config.mixed_precision,
-        jit_compile=config.jit_compile)
+        jit_compile=config.jit_compile,
+        gradient_accumulation_steps=config.gradient_accumulation_steps)
     self.model = self.trainer.model
     self.optimizer = self.trainer.optimizer
     self._predict_steps: Dict[str, Any] = {}
@@ -284,12 +293,13 @@ class TrialJob:
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=self.seed)
     return dataset.batch(batch, drop_remainder=True).skip(skip_batches)
 
-  def loss(self, batch: Dict[str, tf.Tensor], step: tf.Tensor
+  def loss(self, batch: Dict[str, tf.Tensor], step: tf.Tensor,
+           part: Optional[train_loop.BatchPart] = None
            ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     """The shared step's loss_fn: one replica's loss is the sum over its rows,
-    so the summed replica gradients are those of the official loss on the
-    global batch."""
-    del step
+    so the summed replica (and micro-batch) gradients are those of the
+    official loss on the global batch."""
+    del step, part
     loss = self.model.training_loss(self.model(batch, training=True), batch["task_id"])
     return loss, {"loss": loss}
 

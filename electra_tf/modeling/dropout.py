@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -43,14 +43,39 @@ _SEED_STATE = threading.local()  # .current: [seed tensor, next call index]
 
 
 @contextlib.contextmanager
-def seeded(seed: tf.Tensor) -> Iterator[None]:
-  """Dropout layers called inside draw their masks from `seed` (int [2])."""
+def seeded(seed: tf.Tensor, first_call: int = 0) -> Iterator[List]:
+  """Dropout layers called inside draw their masks from `seed` (int [2]),
+  counting calls from `first_call`; yields the state [seed, next call]."""
   previous: Optional[List] = getattr(_SEED_STATE, "current", None)
-  _SEED_STATE.current = [tf.cast(seed, tf.int64), 0]
+  state = [tf.cast(seed, tf.int64), first_call]
+  _SEED_STATE.current = state
   try:
-    yield
+    yield state
   finally:
     _SEED_STATE.current = previous
+
+
+def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
+  """`fn` whose Dropout layers draw the same masks on every call.
+
+  For activation recomputation (tf.recompute_grad calls `fn` again in the
+  backward pass, outside `seeded`): each call draws the masks of the
+  Dropout calls that come next in the current `seeded` block, and the block
+  goes on after them, so the masks are those `fn` would draw unwrapped.
+  Outside a `seeded` block `fn` is returned as it is.
+  """
+  state = getattr(_SEED_STATE, "current", None)
+  if state is None:
+    return fn
+  seed, first_call = state
+
+  def replayed(*args, **kwargs):
+    with seeded(seed, first_call) as inner:
+      outputs = fn(*args, **kwargs)
+    state[1] = inner[1]
+    return outputs
+
+  return replayed
 
 
 def step_seed(seed: int, step: tf.Tensor, replica_id: tf.Tensor) -> tf.Tensor:

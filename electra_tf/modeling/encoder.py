@@ -318,6 +318,7 @@ class TransformerEncoder(keras.layers.Layer):
         if embeddings.embedding_size != config.hidden_size else None)
     self.transformer_layers = [TransformerLayer(config, name=f"layer_{i}")
                                for i in range(config.num_hidden_layers)]
+    self.recompute = False  # set by `recompute_layers`
     # Build now, at the top of the name-scope stack, so that the variables get
     # their official names whoever calls the encoder first.
     ids = tf.zeros([1, 1], tf.int32)
@@ -357,7 +358,10 @@ class TransformerEncoder(keras.layers.Layer):
     encoder_outputs, attention_probs = [], []
     with tf.name_scope("encoder"):
       for layer in self.transformer_layers:
-        hidden, probs = layer(hidden, attention_adder, training=training)
+        if self.recompute and training:
+          hidden, probs = _recomputed(layer, hidden, attention_adder)
+        else:
+          hidden, probs = layer(hidden, attention_adder, training=training)
         encoder_outputs.append(hidden)
         attention_probs.append(probs)
     return {
@@ -368,6 +372,28 @@ class TransformerEncoder(keras.layers.Layer):
         "sequence_output": hidden,
         "pooled_output": hidden[:, 0],
     }
+
+
+def _recomputed(layer: TransformerLayer, hidden: tf.Tensor, attention_adder: tf.Tensor):
+  """`layer` in training under tf.recompute_grad: (hidden [B, S, H], probs).
+
+  Only the layer's input is kept for the backward pass, which runs the
+  layer again (with the same dropout masks, `dropout.replayable`) to get
+  its activations: about one more forward pass of compute for the memory of
+  all activations inside the layer.
+  """
+  forward = dropout.replayable(
+      lambda x, adder: tuple(layer(x, adder, training=True)))
+  return tf.recompute_grad(forward)(hidden, attention_adder)
+
+
+def recompute_layers(model: keras.layers.Layer) -> None:
+  """Recomputes, in training, every TransformerLayer of every encoder in
+  `model` (the `recompute_layers` hparam); the outputs and gradients are
+  the plain ones (tests/test_big_batches.py)."""
+  for layer in [model] + list(model.submodules):
+    if isinstance(layer, TransformerEncoder):
+      layer.recompute = True
 
 
 def build_discriminator_encoder(model_config: ModelConfig,

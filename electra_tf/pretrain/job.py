@@ -49,6 +49,7 @@ from electra_tf import optimization
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
+from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain import metrics as metrics_lib
 from electra_tf.pretrain import verdicts
@@ -72,17 +73,26 @@ class PretrainingJob:
     self.strategy = strategy
     # The cloze loss of a two-tower generator needs the vocab's special ids.
     special = special_ids_for(config) if config.two_tower_generator else None
+
+    def build():
+      model = build_model(config, special)
+      if config.recompute_layers:
+        encoder_lib.recompute_layers(model)
+      return model
+
     self.trainer = train_loop.Trainer(
-        strategy, lambda: build_model(config, special),
+        strategy, build,
         lambda model: optimization.create_optimizer(
             learning_rate=config.learning_rate,
             num_train_steps=config.num_train_steps,
             num_warmup_steps=config.num_warmup_steps,
             weight_decay_rate=config.weight_decay_rate,
             lr_decay_power=config.lr_decay_power,
-            clip_per_replica=config.clip_per_replica),
+            clip_per_replica=config.clip_per_replica,
+            optimizer=config.optimizer),
         seed=config.seed, mixed_precision=config.mixed_precision,
-        jit_compile=config.jit_compile)
+        jit_compile=config.jit_compile,
+        gradient_accumulation_steps=config.gradient_accumulation_steps)
     self.model = self.trainer.model
     self.optimizer = self.trainer.optimizer
 
@@ -153,33 +163,47 @@ class PretrainingJob:
     return LocalInput(strategy, iterator), pretrain_data.InputPosition(iterator)
 
   # --------------------------------------------------------------- steps
-  def _replica_outputs(self, batch, first_counter, training: bool):
+  def _replica_outputs(self, batch, first_counter, training: bool,
+                       part: Optional[train_loop.BatchPart] = None):
     """The model on one replica's batch; row r of the global batch samples
-    with the noise of (seed, first_counter + r)."""
+    with the noise of (seed, first_counter + r).
+
+    `part` (gradient accumulation) places `batch` in the replica's batch of
+    the step: its rows are numbered, and the losses normalised, as in that
+    whole batch; None: `batch` is the whole replica batch.
+    """
     context = tf.distribute.get_replica_context()
+    whole = batch if part is None else part.replica_batch
     local_batch = tf.shape(batch["input_ids"])[0]
-    first_row = tf.cast(context.replica_id_in_sync_group * local_batch, tf.int64)
+    replica_batch = tf.shape(whole["input_ids"])[0]
+    first_row = tf.cast(context.replica_id_in_sync_group * replica_batch, tf.int64)
+    if part is not None:
+      first_row += part.first_row
     rows = first_row + tf.range(tf.cast(local_batch, tf.int64), dtype=tf.int64)
     sample_seeds = tf.stack(
         [tf.fill(tf.shape(rows), tf.constant(self.config.seed, tf.int64)),
          tf.cast(first_counter, tf.int64) + rows], axis=1)  # [B, 2]
-    # Global denominators of the losses (see the module docstring); with
-    # clip_per_replica each replica's own.
+    # Denominators of the losses (see the module docstring): global ones, or
+    # with clip_per_replica the replica's own; both over whole batches.
     weight_sums = None
     if not self.config.clip_per_replica:
       weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                       self.model.loss_weight_sums(batch))
+                                       self.model.loss_weight_sums(whole))
+    elif part is not None:
+      weight_sums = self.model.loss_weight_sums(whole)
     return self.model(batch, training=training, sample_seed=sample_seeds,
                       loss_denominators=weight_sums)
 
-  def loss(self, batch, step):
-    """The shared step's loss_fn: (total loss, logged losses) of one replica.
+  def loss(self, batch, step, part: Optional[train_loop.BatchPart] = None):
+    """The shared step's loss_fn: (total loss, logged losses) of one replica
+    (or of one micro-batch of it, `part`).
 
-    Replica losses are global-normalised: their sum over replicas is the
-    official loss of the global batch.
+    Replica losses are global-normalised: their sum over replicas (and
+    micro-batches) is the official loss of the global batch.
     """
     outputs = self._replica_outputs(
-        batch, tf.cast(step, tf.int64) * self.config.train_batch_size, training=True)
+        batch, tf.cast(step, tf.int64) * self.config.train_batch_size, training=True,
+        part=part)
     logged = {name: outputs[key] for name, key in self._loss_keys}
     if self.config.clip_per_replica:
       # Per-replica means, summed by the step: log their mean.
