@@ -13,6 +13,20 @@
     writes DIR/model.ckpt in the official TF1 layout from a project checkpoint
     (a prefix, or a directory such as a pre-training model_dir).
 
+  python -m electra_tf.convert --to_hf=DIR --checkpoint=PATH --hparams=JSON \
+      --vocab_file=VOCAB [--nodo_lower_case] [--encoder_only]
+    writes DIR/discriminator (transformers' ElectraForPreTraining) and
+    DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
+    checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
+    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py).
+
+  python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
+    reads transformers ELECTRA folders (safetensors) and writes DIR/model.ckpt,
+    DIR/hparams.json and DIR/vocab.txt: with both folders a project checkpoint
+    of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
+    --hparams=DIR/hparams.json), with one folder the discriminator encoder in
+    the official layout (run_finetuning.py --init_checkpoint=DIR).
+
 --hparams (a JSON object or .json file, official names) describes the model,
 as for pre-training.  Both directions are strict: a variable that is
 unmapped, missing or mis-shaped stops the conversion with a one-line error.
@@ -23,13 +37,20 @@ directory, so a failure leaves nothing under its name.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Callable
+import shlex
+import shutil
+import sys
+from typing import Callable, Dict, List, Optional
 
 from absl import flags
+import numpy as np
 
 from electra_tf import checkpoints
 from electra_tf import cli
+from electra_tf import config as config_lib
+from electra_tf import hf
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 
@@ -65,6 +86,116 @@ def project_to_official(checkpoint: str, config: PretrainingConfig,
       output_dir, lambda path: checkpoints.save_official_checkpoint(pretrainer, path))
 
 
+def _model_values(model) -> Dict[str, np.ndarray]:
+  return {name: variable.numpy()
+          for name, variable in checkpoints.named_variables(model).items()}
+
+
+def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
+                  do_lower_case: bool, output_dir: str, encoder_only: bool = False,
+                  command: str = "") -> List[str]:
+  """Project (or official) checkpoint -> transformers folders under output_dir
+  (discriminator + generator, or the encoder alone); returns their paths."""
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  from electra_tf.modeling.encoder import build_discriminator_encoder  # pylint: disable=g-import-not-at-top
+  if not encoder_only:
+    hf.check_exportable(config, "--to_hf")
+  tokenization.check_vocab_size(tokenization.load_vocab(vocab_file), config.vocab_size,
+                                vocab_file)
+  prefix = checkpoints.resolve_checkpoint(checkpoint)
+  embedding_size = config.effective_embedding_size
+  if encoder_only:
+    model = build_discriminator_encoder(config.encoder_config(), embedding_size)
+    checkpoints.restore_from_checkpoint(model, prefix, allow_unused=True)
+    parts = {"encoder": config.encoder_config()}
+  else:
+    model = build_model(config)
+    checkpoints.restore_from_checkpoint(model, prefix)
+    parts = {"discriminator": config.encoder_config(), "generator": config.generator_config()}
+  results_path = os.path.join(os.path.dirname(prefix), "results", "unsup_results.json")
+  results = None
+  if os.path.isfile(results_path):
+    with open(results_path, encoding="utf-8") as f:
+      results = json.load(f)
+  return hf.export_model(_model_values(model), parts, embedding_size, vocab_file,
+                         do_lower_case, output_dir, hf.card_hparams(config), results, command)
+
+
+def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
+                     gen: Optional[config_lib.ModelConfig]) -> Dict:
+  """Official hparams that build these encoders (the generator a fraction of
+  the discriminator, as the official get_generator_config)."""
+  sizes = {256: "small", 768: "base", 1024: "large"}
+  hparams = {"model_size": sizes.get(disc.hidden_size, "small"),
+             "vocab_size": disc.vocab_size, "embedding_size": embedding_size,
+             "model_hparam_overrides": {
+                 key: getattr(disc, key) for key in (
+                     "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size")},
+             "max_seq_length": min(128, disc.max_position_embeddings)}
+  if gen is not None:
+    hparams.update(generator_hidden_size=gen.hidden_size / disc.hidden_size,
+                   generator_layers=gen.num_hidden_layers / disc.num_hidden_layers)
+  return hparams
+
+
+def hf_to_project(folders: List[str], output_dir: str) -> str:
+  """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
+  hparams.json, vocab.txt; returns the checkpoint prefix."""
+  disc_json, disc_tensors = hf.read_folder(folders[0])
+  disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
+  gen = None
+  if len(folders) == 2:
+    gen_json, gen_tensors = hf.read_folder(folders[1])
+    gen, gen_embedding = hf.model_config(gen_json, os.path.join(folders[1], "config.json"))
+    if "ElectraForMaskedLM" not in gen_json.get("architectures", ["ElectraForMaskedLM"]):
+      raise ValueError(f"--from_hf: {folders[1]} is a {gen_json['architectures'][0]}, not "
+                       "the generator (ElectraForMaskedLM)")
+    if gen_embedding != embedding_size:
+      raise ValueError(f"--from_hf: the generator's embedding_size {gen_embedding} differs "
+                       f"from the discriminator's {embedding_size} (they share the table)")
+  hparams = _hparams_from_hf(disc, embedding_size, gen)
+  config = PretrainingConfig.create(hparams)
+  if gen is not None:
+    built = config.generator_config()
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
+      if getattr(built, key) != getattr(gen, key):
+        raise ValueError(f"--from_hf: the generator's {key} {getattr(gen, key)} is not the "
+                         f"official rule's {getattr(built, key)} for this discriminator "
+                         "(get_generator_config), so this project cannot build it")
+  model = build_model(config)
+  if len(folders) == 2:
+    parts = [("discriminator", disc, disc_tensors, folders[0]),
+             ("generator", gen, gen_tensors, folders[1])]
+  else:
+    arch = disc_json.get("architectures", ["ElectraModel"])[0]
+    parts = [("encoder" if arch == "ElectraModel" else "discriminator", disc, disc_tensors,
+              folders[0])]
+  variables = checkpoints.named_variables(model)
+  shapes = {name: tuple(v.shape) for name, v in variables.items()}
+  values: Dict[str, np.ndarray] = {}
+  for part, model_config, tensors, folder in parts:
+    values.update(hf.from_hf(tensors, hf.tensor_map(part, model_config, embedding_size),
+                             shapes, os.path.join(folder, hf.WEIGHTS_NAME)))
+  if len(folders) == 2:
+    missing = sorted(set(variables) - set(values))
+    if missing:
+      raise ValueError(f"--from_hf: nothing in the folders gives the model's {missing[0]}")
+  for name, value in values.items():
+    variables[name].assign(value)
+  with checkpoints.atomic_output_dir(output_dir, "--output_dir") as tmp_dir:
+    prefix = os.path.join(tmp_dir, checkpoints.CHECKPOINT_NAME)
+    if len(folders) == 2:
+      checkpoints.save_project_checkpoint(model, prefix)
+    else:  # the discriminator's variables alone, official layout (no generator)
+      checkpoints.save_official_checkpoint([variables[name] for name in values], prefix)
+    checkpoints.write_checkpoint_state(tmp_dir)
+    with open(os.path.join(tmp_dir, "hparams.json"), "w", encoding="utf-8") as f:
+      json.dump(hparams, f, indent=1, sort_keys=True)
+    shutil.copyfile(os.path.join(folders[0], "vocab.txt"), os.path.join(tmp_dir, "vocab.txt"))
+  return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)
+
+
 FLAGS = flags.FLAGS
 
 
@@ -76,9 +207,30 @@ def _define_flags() -> None:
   flags.DEFINE_string("checkpoint", None, "Project checkpoint prefix or directory.")
   flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
   flags.DEFINE_string("output_dir", None, "New directory for DIR/model.ckpt.")
+  flags.DEFINE_string("to_hf", None, "New directory for transformers folders of --checkpoint.")
+  flags.DEFINE_list("from_hf", None, "transformers ELECTRA folder(s): DISC_DIR or "
+                    "DISC_DIR,GEN_DIR (safetensors) to convert to --output_dir.")
+  flags.DEFINE_string("vocab_file", None, "--to_hf: the model's WordPiece vocab.")
+  flags.DEFINE_boolean("do_lower_case", True, "--to_hf: the model was trained lower-cased.")
+  flags.DEFINE_boolean("encoder_only", False, "--to_hf: export the discriminator encoder "
+                       "alone as ElectraModel (fine-tuned checkpoints).")
 
 
 def main() -> int:
+  if FLAGS.to_hf:
+    if not (FLAGS.checkpoint and FLAGS.vocab_file):
+      raise ValueError("--to_hf needs --checkpoint and --vocab_file (and --hparams)")
+    config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+    command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    for folder in project_to_hf(FLAGS.checkpoint, config, FLAGS.vocab_file,
+                                FLAGS.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only, command):
+      print(f"wrote {folder}")
+    return 0
+  if FLAGS.from_hf:
+    if not FLAGS.output_dir or len(FLAGS.from_hf) > 2:
+      raise ValueError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
+    print(f"wrote {hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
+    return 0
   if not FLAGS.output_dir:
     raise ValueError("--output_dir is required")
   if FLAGS.to_official:

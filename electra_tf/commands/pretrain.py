@@ -12,6 +12,9 @@ Re-running the same command resumes from the latest checkpoint in model_dir.
 The job: electra_tf/pretrain/job.py.
 """
 
+import shlex
+import sys
+
 from absl import flags
 
 from electra_tf import cli
@@ -25,6 +28,9 @@ flags.DEFINE_string("pretrain_tfrecords", None,
                     "Glob(s) of TFRecords, comma-separated (default: "
                     "data_dir/pretrain_tfrecords/pretrain_data.tfrecord*).")
 flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")
+flags.DEFINE_string("export_hf", None,
+                    "At the end, also write DIR/discriminator and DIR/generator in "
+                    "transformers' ELECTRA layout (python -m electra_tf.convert --to_hf).")
 
 
 def main() -> int:
@@ -51,7 +57,9 @@ def main() -> int:
   try:
     job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
             init_checkpoint=FLAGS.init_checkpoint, export_dir=export_dir,
-            export_text=export_text)
+            export_text=export_text, export_hf=FLAGS.export_hf,
+            command=" ".join(["python run_pretraining.py"]
+                             + [shlex.quote(arg) for arg in sys.argv[1:]]))
   except train_loop.Preempted as stop:  # SIGTERM / SIGINT: saved, resumable
     return stop.report("run_pretraining.py")
   return 0

@@ -45,6 +45,7 @@ from electra_tf import curves
 from electra_tf import distribution
 from electra_tf import export as export_lib
 from electra_tf import fileio
+from electra_tf import hf
 from electra_tf import optimization
 from electra_tf import stop_points
 from electra_tf import tokenization
@@ -423,7 +424,8 @@ def _plain(value):
 
 def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None, init_checkpoint: Optional[str] = None,
-        export_dir: Optional[str] = None, export_text: bool = True) -> Dict[str, float]:
+        export_dir: Optional[str] = None, export_text: bool = True,
+        export_hf: Optional[str] = None, command: str = "") -> Dict[str, float]:
   """The whole job: validate inputs, train, evaluate, export (the ids signature,
   and the text signature when export_text)."""
   # Validate every input before anything is written to model_dir.
@@ -435,6 +437,9 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
   if export_dir:
     checkpoints.check_output_dir(export_dir, "--export_dir", overwrite=replace_export)
+  if export_hf:
+    hf.check_exportable(config, "--export_hf")
+    checkpoints.check_output_dir(export_hf, "--export_hf")
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
   job = PretrainingJob(config, strategy)
   if init_checkpoint:  # another architecture is refused before model_dir exists
@@ -464,4 +469,13 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
                      if export_text else None),
           max_seq_length=config.max_seq_length)
       _log(f"Exported the SavedModel to {export_dir}")
+    if export_hf and chief:
+      parts = {"discriminator": config.encoder_config(),
+               "generator": config.generator_config()}
+      values = {name: variable.numpy() for name, variable in
+                checkpoints.named_variables(job.model).items()}
+      for folder in hf.export_model(values, parts, config.effective_embedding_size,
+                                    config.vocab_file, config.do_lower_case, export_hf,
+                                    hf.card_hparams(config), results or None, command):
+        _log(f"Exported the transformers model {folder}")
   return results

@@ -1,0 +1,303 @@
+"""Hugging Face transformers' ELECTRA layout: the name map and the files.
+
+A model here is named as the official TF1 code names it (`electra/encoder/
+layer_0/attention/self/query/kernel`); transformers names the same tensor
+`electra.encoder.layer.0.attention.self.query.weight`, with dense kernels
+transposed to torch's [out, in]. `tensor_map` is the one table of both
+directions: export writes `hf_name <- official value`, import reads it back.
+
+  part "discriminator" -> ElectraForPreTraining (encoder + replaced-token head)
+  part "generator"     -> ElectraForMaskedLM (generator encoder + MLM head; the
+                          embedding table shared with the discriminator is
+                          written into both folders, as transformers keeps it)
+  part "encoder"       -> ElectraModel (the discriminator encoder alone: what a
+                          fine-tuned checkpoint exports; its task heads have no
+                          exact transformers equivalent, see docs/huggingface.md)
+
+Safetensors are written and read with the `safetensors` package's numpy API:
+no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from electra_tf.config import ModelConfig
+from electra_tf.errors import ConfigError, DataError
+
+PARTS = ("discriminator", "generator", "encoder")
+ARCHITECTURES = {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM",
+                 "encoder": "ElectraModel"}
+WEIGHTS_NAME = "model.safetensors"
+# erf gelu, as the official code: transformers' "gelu" is torch's exact erf
+# form ("gelu_new" is the tanh approximation; docs/huggingface.md measures both).
+HIDDEN_ACT = "gelu"
+LAYER_NORM_EPS = 1e-12  # official LayerNorm epsilon
+
+
+class Tensor(NamedTuple):
+  official: str    # official TF1 name
+  hf: str          # transformers state-dict name
+  transpose: bool  # a dense kernel: [in, out] here, [out, in] there
+
+
+def _dense(official: str, hf: str) -> List[Tensor]:
+  return [Tensor(f"{official}/kernel", f"{hf}.weight", True),
+          Tensor(f"{official}/bias", f"{hf}.bias", False)]
+
+
+def _layer_norm(official: str, hf: str) -> List[Tensor]:
+  return [Tensor(f"{official}/gamma", f"{hf}.weight", False),
+          Tensor(f"{official}/beta", f"{hf}.bias", False)]
+
+
+def _encoder(scope: str, prefix: str, num_layers: int, project: bool) -> List[Tensor]:
+  """The embeddings (always the shared `electra/embeddings`) and the layers of
+  the encoder under the official `scope`, as transformers' ElectraModel at
+  `prefix` ("electra." in a task model, "" alone)."""
+  tensors = [Tensor(f"electra/embeddings/{table}_embeddings",
+                    f"{prefix}embeddings.{table}_embeddings.weight", False)
+             for table in ("word", "position", "token_type")]
+  tensors += _layer_norm("electra/embeddings/LayerNorm", f"{prefix}embeddings.LayerNorm")
+  if project:
+    tensors += _dense(f"{scope}/embeddings_project", f"{prefix}embeddings_project")
+  for i in range(num_layers):
+    ours, theirs = f"{scope}/encoder/layer_{i}", f"{prefix}encoder.layer.{i}"
+    for proj in ("query", "key", "value"):
+      tensors += _dense(f"{ours}/attention/self/{proj}", f"{theirs}.attention.self.{proj}")
+    tensors += _dense(f"{ours}/attention/output/dense", f"{theirs}.attention.output.dense")
+    tensors += _layer_norm(f"{ours}/attention/output/LayerNorm",
+                           f"{theirs}.attention.output.LayerNorm")
+    tensors += _dense(f"{ours}/intermediate/dense", f"{theirs}.intermediate.dense")
+    tensors += _dense(f"{ours}/output/dense", f"{theirs}.output.dense")
+    tensors += _layer_norm(f"{ours}/output/LayerNorm", f"{theirs}.output.LayerNorm")
+  return tensors
+
+
+def tensor_map(part: str, model: ModelConfig, embedding_size: int) -> List[Tensor]:
+  """Every tensor of `part` (PARTS) for the encoder config `model` (the
+  generator's config for part "generator")."""
+  project = embedding_size != model.hidden_size
+  if part == "encoder":
+    return _encoder("electra", "", model.num_hidden_layers, project)
+  if part == "discriminator":
+    return (_encoder("electra", "electra.", model.num_hidden_layers, project)
+            + _dense("discriminator_predictions/dense", "discriminator_predictions.dense")
+            + _dense("discriminator_predictions/dense_1",
+                     "discriminator_predictions.dense_prediction"))
+  if part == "generator":
+    return (_encoder("generator", "electra.", model.num_hidden_layers, project)
+            + _dense("generator_predictions/dense", "generator_predictions.dense")
+            + _layer_norm("generator_predictions/LayerNorm", "generator_predictions.LayerNorm")
+            # The output layer is the (tied) word embeddings and a bias.
+            + [Tensor("electra/embeddings/word_embeddings", "generator_lm_head.weight", False),
+               Tensor("generator_predictions/output_bias", "generator_lm_head.bias", False)])
+  raise ValueError(f"part {part!r}: one of {PARTS}")
+
+
+def to_hf(values: Mapping[str, np.ndarray], tensors: List[Tensor]) -> Dict[str, np.ndarray]:
+  """Official name -> value  to  transformers name -> value (contiguous float32)."""
+  return {t.hf: np.ascontiguousarray(values[t.official].T if t.transpose
+                                     else values[t.official], dtype=np.float32)
+          for t in tensors}
+
+
+def from_hf(tensors_hf: Mapping[str, np.ndarray], tensors: List[Tensor],
+            shapes: Mapping[str, Tuple[int, ...]], source: str) -> Dict[str, np.ndarray]:
+  """transformers name -> value  to  official name -> value, strictly: a
+  missing, unknown or mis-shaped tensor is a DataError naming it. `shapes`
+  are the official shapes the model expects."""
+  expected = {t.hf for t in tensors}
+  unknown = sorted(set(tensors_hf) - expected)
+  if unknown:
+    raise DataError(f"{source}: unknown tensor {unknown[0]}"
+                    + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+                    + " for this config's ELECTRA")
+  values: Dict[str, np.ndarray] = {}
+  for t in tensors:
+    if t.hf not in tensors_hf:
+      raise DataError(f"{source}: missing tensor {t.hf}")
+    value = np.asarray(tensors_hf[t.hf])
+    value = value.T if t.transpose else value
+    if tuple(value.shape) != tuple(shapes[t.official]):
+      raise DataError(f"{source}: tensor {t.hf} has shape "
+                      f"{list(value.T.shape if t.transpose else value.shape)}, the config "
+                      f"needs {list(shapes[t.official][::-1] if t.transpose else shapes[t.official])}")
+    if t.official in values and not np.array_equal(values[t.official], value):
+      raise DataError(f"{source}: tensor {t.hf} differs from the word embeddings it is "
+                      "tied to")
+    values[t.official] = value.astype(np.float32)
+  return values
+
+
+# ------------------------------------------------------------------ config
+def hf_config(part: str, model: ModelConfig, embedding_size: int) -> Dict:
+  """transformers' ElectraConfig fields for `part` of encoder config `model`."""
+  return {
+      "architectures": [ARCHITECTURES[part]], "model_type": "electra",
+      "vocab_size": model.vocab_size, "embedding_size": embedding_size,
+      "hidden_size": model.hidden_size, "num_hidden_layers": model.num_hidden_layers,
+      "num_attention_heads": model.num_attention_heads,
+      "intermediate_size": model.intermediate_size, "hidden_act": HIDDEN_ACT,
+      "hidden_dropout_prob": model.hidden_dropout_prob,
+      "attention_probs_dropout_prob": model.attention_probs_dropout_prob,
+      "max_position_embeddings": model.max_position_embeddings,
+      "type_vocab_size": model.type_vocab_size, "initializer_range": model.initializer_range,
+      "layer_norm_eps": LAYER_NORM_EPS, "pad_token_id": 0,
+      "position_embedding_type": "absolute", "summary_type": "first",
+      "summary_use_proj": True, "summary_activation": "gelu", "summary_last_dropout": 0.1,
+  }
+
+
+def model_config(hf: Mapping, source: str) -> Tuple[ModelConfig, int]:
+  """An HF ElectraConfig -> (our encoder config, embedding size); a field
+  this project cannot build (another activation, eps, position type) is a
+  one-line error naming it."""
+  if hf.get("model_type") != "electra":
+    raise DataError(f"{source}: model_type {hf.get('model_type')!r} is not electra")
+  checks = (("hidden_act", HIDDEN_ACT), ("position_embedding_type", "absolute"))
+  for key, want in checks:
+    if hf.get(key, want) != want:
+      raise DataError(f"{source}: {key} {hf[key]!r}: this project builds {want!r} only")
+  if abs(float(hf.get("layer_norm_eps", LAYER_NORM_EPS)) - LAYER_NORM_EPS) > 1e-15:
+    raise DataError(f"{source}: layer_norm_eps {hf['layer_norm_eps']}: this project "
+                    f"builds {LAYER_NORM_EPS} (official)")
+  try:
+    config = ModelConfig(
+        vocab_size=int(hf["vocab_size"]), hidden_size=int(hf["hidden_size"]),
+        num_hidden_layers=int(hf["num_hidden_layers"]),
+        num_attention_heads=int(hf["num_attention_heads"]),
+        intermediate_size=int(hf["intermediate_size"]),
+        hidden_dropout_prob=float(hf.get("hidden_dropout_prob", 0.1)),
+        attention_probs_dropout_prob=float(hf.get("attention_probs_dropout_prob", 0.1)),
+        max_position_embeddings=int(hf.get("max_position_embeddings", 512)),
+        type_vocab_size=int(hf.get("type_vocab_size", 2)),
+        initializer_range=float(hf.get("initializer_range", 0.02)))
+    embedding_size = int(hf.get("embedding_size", hf["hidden_size"]))
+  except KeyError as e:
+    raise DataError(f"{source}: config field {e.args[0]} is missing") from None
+  return config, embedding_size
+
+
+# ------------------------------------------------------------------ files
+def read_folder(folder: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
+  """(config.json, the safetensors tensors) of an HF model folder."""
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  config_path = os.path.join(folder, "config.json")
+  weights = os.path.join(folder, WEIGHTS_NAME)
+  if not os.path.isfile(config_path):
+    raise DataError(f"--from_hf: {folder} has no config.json (not a transformers model folder)")
+  if not os.path.isfile(weights):
+    if os.path.isfile(os.path.join(folder, "pytorch_model.bin")):
+      raise DataError(
+          f"--from_hf: {folder} holds pytorch_model.bin, which only torch can read; convert "
+          "it once where torch is installed: python -c \"from transformers import "
+          f"AutoModel; AutoModel.from_pretrained('{folder}').save_pretrained('{folder}', "
+          "safe_serialization=True)\"")
+    raise DataError(f"--from_hf: {folder} has no {WEIGHTS_NAME}")
+  with open(config_path, encoding="utf-8") as f:
+    try:
+      config = json.load(f)
+    except json.JSONDecodeError as e:
+      raise DataError(f"--from_hf: {config_path}: not JSON ({e})") from None
+  try:
+    tensors = load_file(weights)
+  except Exception as e:  # pylint: disable=broad-except  (safetensors' own errors)
+    raise DataError(f"--from_hf: {weights}: unreadable ({e})") from None
+  return config, tensors
+
+
+def tokenizer_files(do_lower_case: bool, max_length: int) -> Dict[str, Dict]:
+  """tokenizer_config.json and special_tokens_map.json of our WordPiece."""
+  special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+             "cls_token": "[CLS]", "mask_token": "[MASK]"}
+  return {"tokenizer_config.json": {"tokenizer_class": "ElectraTokenizer",
+                                    "do_lower_case": do_lower_case,
+                                    "strip_accents": None, "tokenize_chinese_chars": True,
+                                    "model_max_length": max_length, **special},
+          "special_tokens_map.json": special}
+
+
+def write_folder(folder: str, part: str, model: ModelConfig, embedding_size: int,
+                 tensors: Dict[str, np.ndarray], vocab_lines: List[str],
+                 do_lower_case: bool, card: str) -> None:
+  """One transformers model folder (config, weights, tokenizer files, card)."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  os.makedirs(folder)
+  with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(hf_config(part, model, embedding_size), f, indent=2, sort_keys=True)
+  save_file(tensors, os.path.join(folder, WEIGHTS_NAME), metadata={"format": "pt"})
+  with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+    f.writelines(line + "\n" for line in vocab_lines)
+  for name, content in tokenizer_files(do_lower_case, model.max_position_embeddings).items():
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+      json.dump(content, f, indent=2, sort_keys=True)
+  with open(os.path.join(folder, "README.md"), "w", encoding="utf-8") as f:
+    f.write(card)
+
+
+def check_exportable(config, flag: str) -> None:
+  """A ConfigError unless `config` (a PretrainingConfig) is an ELECTRA that
+  transformers can hold: a tied one-tower generator and a discriminator."""
+  if config.two_tower_generator or config.untied_generator_embeddings or (
+      not config.electra_objective):
+    raise ConfigError(f"{flag}: transformers' ELECTRA has a tied one-tower generator and a "
+                      "discriminator; this model (two_tower_generator, "
+                      "untied_generator_embeddings or electra_objective=false) has none "
+                      "(python -m electra_tf.convert --to_hf --encoder_only exports its "
+                      "encoder)")
+
+
+def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConfig],
+                 embedding_size: int, vocab_file: str, do_lower_case: bool, output_dir: str,
+                 hparams: Mapping, results: Optional[Mapping], command: str) -> List[str]:
+  """Writes one folder per part (PARTS -> its encoder config) of the model
+  whose official-name values are `values`, under a new output_dir (through a
+  temporary directory); returns the folders."""
+  from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  with open(vocab_file, encoding="utf-8") as f:
+    vocab_lines = [line.rstrip("\n") for line in f]
+  written = []
+  with checkpoints.atomic_output_dir(output_dir, "--to_hf") as tmp_dir:
+    for part, model in parts.items():
+      write_folder(os.path.join(tmp_dir, part), part, model, embedding_size,
+                   to_hf(values, tensor_map(part, model, embedding_size)), vocab_lines,
+                   do_lower_case, model_card(part, hparams, results, command,
+                                             len(vocab_lines), do_lower_case))
+      written.append(os.path.join(output_dir, part))
+  return written
+
+
+def card_hparams(config) -> Dict:
+  """The scalar hyperparameters of a PretrainingConfig, for the model card."""
+  return {k: v for k, v in config.to_dict().items()
+          if not isinstance(v, (dict, list)) or k == "model_hparam_overrides"}
+
+
+def model_card(part: str, hparams: Mapping, results: Optional[Mapping], command: str,
+               vocab_size: int, do_lower_case: bool) -> str:
+  """README.md of an exported folder: what it is, how it was trained, results."""
+  lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), trained with electra-tf", "",
+           "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
+           "google-research/electra code) and converted to transformers' ELECTRA layout.", "",
+           f"- vocab: {vocab_size} WordPiece entries, "
+           f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)",
+           f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
+           f"LayerNorm epsilon {LAYER_NORM_EPS}"]
+  for key in ("train_batch_size", "max_seq_length", "num_train_steps", "learning_rate",
+              "pretrain_tfrecords"):
+    if key in hparams:
+      lines.append(f"- {key}: {hparams[key]}")
+  lines += ["", "## Hyperparameters (official names)", "", "```json",
+            json.dumps(dict(hparams), indent=1, sort_keys=True, default=str), "```"]
+  if results:
+    lines += ["", "## Final evaluation (unsup_results.json)", "", "| metric | value |",
+              "|---|---|"]
+    lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |"
+              for k, v in sorted(results.items())]
+  lines += ["", "## Made by", "", "```bash", command, "```", ""]
+  return "\n".join(lines)
