@@ -1,0 +1,1 @@
+"""Command-line tools beside the library: run each as `python -m tools.NAME` from the repository root."""
