@@ -101,20 +101,21 @@ def test_command_writes_corpus_report_and_heldout(tmp_path, bert_vocab):
        "--heldout_percent=50", "--page_words=15"],
       cwd=REPO, capture_output=True, text=True, check=False)
   assert result.returncode == 0, result.stderr
-  assert sorted(os.listdir(out)) == sorted(
-      [f"{p}.txt" for p in PACKAGES.split(",")] + ["heldout.txt", "report.json"])
+  assert sorted(os.listdir(out)) == ["heldout", "report.json", "train"]
+  assert sorted(os.listdir(out / "train")) == sorted(f"{p}.txt" for p in PACKAGES.split(","))
+  assert os.listdir(out / "heldout") == ["heldout.txt"]
   report = json.loads((out / "report.json").read_text())
   tokenizer = FullTokenizer(str(bert_vocab), do_lower_case=True)
   all_lines = []
   for package in PACKAGES.split(","):
-    train_docs = _corpus_documents(out / f"{package}.txt")
+    train_docs = _corpus_documents(out / "train" / f"{package}.txt")
     counts = report["packages"][package]["train"]
     assert counts["documents"] == len(train_docs)
     lines = [line for doc in train_docs for line in doc]
     assert counts["sentences"] == len(lines)
     assert counts["tokens"] == sum(len(tokenizer.tokenize(line)) for line in lines)
     all_lines += lines
-  heldout = [line for doc in _corpus_documents(out / "heldout.txt") for line in doc]
+  heldout = [line for doc in _corpus_documents(out / "heldout" / "heldout.txt") for line in doc]
   assert report["total"]["heldout"]["sentences"] == len(heldout)
   assert report["total"]["train"]["documents"] + report["total"]["heldout"]["documents"] == \
       sum(report["packages"][p][part]["documents"] for p in report["packages"]

@@ -5,10 +5,10 @@
 reads each package of --packages (installing the missing ones with apt-get when
 --install is given), turns its pages into running text and writes the corpus
 format that data_prep/build_vocab.py and build_tfrecords.py read: one sentence a
-line, a blank line between documents, one file a package (`<package>.txt`), plus
-`heldout.txt` with --heldout_percent of the documents of every package (chosen
-by a hash of the document's name, so a rebuild holds out the same ones), and
-`report.json` (documents, sentences, words, bytes and WordPiece tokens a
+line, a blank line between documents, one file a package (`train/<package>.txt`),
+`heldout/heldout.txt` with --heldout_percent of the documents of every package
+(chosen by a hash of the document's name, so a rebuild holds out the same ones),
+and `report.json` (documents, sentences, words, bytes and WordPiece tokens a
 package, train and held-out). The output folder must not exist yet; it is
 written under a temporary name and renamed at the end.
 
@@ -82,6 +82,14 @@ PACKAGES: Dict[str, Source] = {
                        ("*/print.html", "*/toc.html", "*/404.html")),
     "linux-doc-6.1": Source("html", ("usr/share/doc/linux-doc-6.1/html/**/*.html",),
                             ("*/_sources/*", "*/genindex*", "*/search.html", "*/_static/*")),
+    "git-doc": Source("html", ("usr/share/doc/git-doc/**/*.html",)),
+    "python-django-doc": Source("html", ("usr/share/doc/python-django-doc/html/**/*.html",),
+                                ("*/_sources/*", "*/genindex*", "*/py-modindex.html",
+                                 "*/search.html", "*/_static/*", "*/_modules/*")),
+    "gimp-help-en": Source("html", ("usr/share/gimp/2.0/help/en/*.html",)),
+    "sqlite3-doc": Source("html", ("usr/share/doc/sqlite3/**/*.html",)),
+    "nodejs-doc": Source("html", ("usr/share/doc/nodejs/api/*.html",), ("*/all.html",)),
+    "octave-doc": Source("html", ("usr/share/doc/octave/**/*.html",)),
     "dict-gcide": Source("dictd", ("usr/share/dictd/gcide.index",)),
     "wordnet-base": Source("wordnet", tuple(f"usr/share/wordnet/data.{pos}"
                                             for pos in ("noun", "verb", "adj", "adv"))),
@@ -394,13 +402,17 @@ def write_corpus(packages: Sequence[str], root: str, out_dir: str, heldout_perce
                  min_words: int, page_words: int,
                  count_tokens: Callable[[List[str]], int]
                  ) -> Dict[str, Dict[str, Dict[str, int]]]:
-  """Writes out_dir/<package>.txt and heldout.txt; returns counts per package."""
+  """Writes out_dir/train/<package>.txt and out_dir/heldout/heldout.txt; returns
+  {package: {"train" | "heldout": counts}}."""
   dedup = Deduplicator()
   report = {}
-  with open(os.path.join(out_dir, "heldout.txt"), "w", encoding="utf-8") as heldout:
+  for part in ("train", "heldout"):
+    os.makedirs(os.path.join(out_dir, part))
+  with open(os.path.join(out_dir, "heldout", "heldout.txt"), "w", encoding="utf-8") as heldout:
     for package in packages:
       counts = {"train": _empty_counts(), "heldout": _empty_counts()}
-      with open(os.path.join(out_dir, f"{package}.txt"), "w", encoding="utf-8") as train:
+      with open(os.path.join(out_dir, "train", f"{package}.txt"), "w",
+                encoding="utf-8") as train:
         for name, paragraphs in read_package(package, root, page_words):
           lines = clean_document(paragraphs, dedup, min_words)
           if not lines:
