@@ -74,7 +74,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
 flags.DEFINE_string("corpus_dir", str(SHARED / "corpus"), "Pre-training text.")
 flags.DEFINE_string("heldout_file", "gutenberg/jnglb10.txt",
-                    "File under --corpus_dir kept out of training, for evaluation.")
+                    "File under --corpus_dir kept out of training, for evaluation (or "
+                    "a file elsewhere, e.g. make_package_corpus's heldout/heldout.txt).")
 flags.DEFINE_string("vocab_file", str(SHARED / "vocab" / "bert_uncased_vocab.txt"),
                     "The WordPiece vocab; empty: learn one of --vocab_size from the "
                     "training text.")
@@ -124,7 +125,7 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   data = work_dir / "data"
   heldout = os.path.join(FLAGS.corpus_dir, FLAGS.heldout_file)
   files = corpus_lib.list_corpus_files(FLAGS.corpus_dir)
-  if heldout not in files:
+  if heldout not in files and not os.path.isfile(heldout):
     raise ValueError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
   train_files = [f for f in files if f != heldout] + [
       write_task_text(task, FLAGS.finetuning_data_dir, data / "task_text")
