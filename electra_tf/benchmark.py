@@ -19,7 +19,9 @@ one JSON object:
 
   seq_per_sec, step_ms, flops_per_seq (official train FLOPs, electra_tf.flops),
   achieved_tflops, device, peak_memory_mb, pairs
-  [, baseline_seq_per_sec, pair_speedups, speedup (their median)]
+  precision (ours: float32, bfloat16 or float16)
+  [, baseline_precision (the compute dtype of Model Garden's encoders),
+     baseline_seq_per_sec, pair_speedups, speedup (their median)]
   [, profile_top_ops: [[op type, ms per step], ...] with --profile_dir]
 
 peak_memory_mb is the GPU allocator's peak on a GPU, else the process's peak
@@ -85,6 +87,11 @@ def _define_flags() -> None:
                       "directory (TensorBoard's Profile tab) and report the op types "
                       "that took the most time.")
   flags.DEFINE_string("hparams", None, "JSON object or .json file of extra hparams.")
+  flags.DEFINE_enum("baseline_precision", "float32", ["float32", "bfloat16"],
+                    "Model Garden's precision. bfloat16 builds its two encoders under the "
+                    "mixed_bfloat16 policy and its ElectraPretrainer (heads, sampling) in "
+                    "float32: Model Garden 2.20's ElectraPretrainer does not run under a "
+                    "global mixed_bfloat16 policy (its sampling mixes float32 and bfloat16).")
   flags.DEFINE_enum("baseline", None, ["model_garden"],
                     "Also time Model Garden's ElectraPretrainer on the same batch.")
   flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
@@ -150,18 +157,25 @@ def electra_step_runner(config: PretrainingConfig,
   return run_steps
 
 
-def model_garden_step_runner(config: PretrainingConfig,
-                             batch: Dict[str, np.ndarray]) -> Callable[[int], None]:
-  """run_steps(n): n steps of Model Garden's ELECTRA pre-training on `batch`.
+def model_garden_step_runner(config: PretrainingConfig, batch: Dict[str, np.ndarray],
+                             precision: str = "float32"
+                             ) -> Tuple[Callable[[int], None], str]:
+  """(run_steps(n): n steps of Model Garden's ELECTRA pre-training on `batch`,
+  the compute dtype its encoders run in).
 
   BertEncoder networks of the config's discriminator/generator sizes with the
   generator sharing the discriminator's embedding layer (as the electra task
   with tie_embeddings), the task's loss, Keras AdamW clipped to global norm 1.
+  precision "bfloat16": the encoders are built under the mixed_bfloat16
+  policy, the ElectraPretrainer around them (heads, sampling) in float32 (the
+  setting a user can choose without editing Model Garden; under a global
+  mixed_bfloat16 policy its sampling fails on mixed float32/bfloat16 inputs).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras as keras  # pylint: disable=g-import-not-at-top
   from official.nlp.configs import encoders  # pylint: disable=g-import-not-at-top
   from official.nlp.modeling import models  # pylint: disable=g-import-not-at-top
+  from electra_tf import optimization  # pylint: disable=g-import-not-at-top
 
   def encoder_config(model_config: config_lib.ModelConfig) -> encoders.EncoderConfig:
     return encoders.EncoderConfig(type="bert", bert=encoders.BertEncoderConfig(
@@ -175,9 +189,10 @@ def model_garden_step_runner(config: PretrainingConfig,
 
   disc_config = config.encoder_config()
   gen_config = config.generator_config()
-  discriminator = encoders.build_encoder(encoder_config(disc_config))
-  generator = encoders.build_encoder(encoder_config(gen_config),
-                                     embedding_layer=discriminator.get_embedding_layer())
+  with optimization.dtype_policy(None if precision == "float32" else precision):
+    discriminator = encoders.build_encoder(encoder_config(disc_config))
+    generator = encoders.build_encoder(encoder_config(gen_config),
+                                       embedding_layer=discriminator.get_embedding_layer())
   model = models.ElectraPretrainer(
       generator_network=generator, discriminator_network=discriminator,
       vocab_size=disc_config.vocab_size, num_classes=2,
@@ -225,7 +240,7 @@ def model_garden_step_runner(config: PretrainingConfig,
   def run_steps(n: int) -> None:
     float(train_loop(tf.constant(n)).numpy())
 
-  return run_steps
+  return run_steps, discriminator.dtype_policy.compute_dtype
 
 
 def device_and_peak_memory_mb() -> Tuple[str, float]:
@@ -294,7 +309,8 @@ def profile_steps(run_steps: Callable[[int], None], steps: int,
 
 def run_benchmark(config: PretrainingConfig, steps: int, warmup_steps: int,
                   baseline: str = None, pairs: int = 1,
-                  profile_dir: str = None) -> Dict[str, object]:
+                  profile_dir: str = None,
+                  baseline_precision: str = "float32") -> Dict[str, object]:
   """The JSON figures for `config` (train_batch_size x max_seq_length).
 
   Our step is timed `pairs` times (`steps` steps each, after `warmup_steps`
@@ -313,7 +329,9 @@ def run_benchmark(config: PretrainingConfig, steps: int, warmup_steps: int,
   runners[0](max(warmup_steps, 1))  # at least one: tracing is not timed
   device, peak_memory_mb = device_and_peak_memory_mb()
   if baseline == "model_garden":
-    runners.append(model_garden_step_runner(config, batch))
+    baseline_runner, baseline_compute_dtype = model_garden_step_runner(
+        config, batch, baseline_precision)
+    runners.append(baseline_runner)
     runners[1](max(warmup_steps, 1))
   seconds = [[time_per_step(run, steps) for run in runners] for _ in range(pairs)]
   ours = float(np.median([pair[0] for pair in seconds]))
@@ -322,8 +340,10 @@ def run_benchmark(config: PretrainingConfig, steps: int, warmup_steps: int,
   result = {"seq_per_sec": seq_per_sec, "step_ms": 1000.0 * ours,
             "flops_per_seq": flops_per_seq,
             "achieved_tflops": flops_per_seq * seq_per_sec / 1e12,
-            "device": device, "peak_memory_mb": peak_memory_mb, "pairs": pairs}
+            "device": device, "peak_memory_mb": peak_memory_mb, "pairs": pairs,
+            "precision": config.mixed_precision or "float32"}
   if baseline == "model_garden":
+    result["baseline_precision"] = baseline_compute_dtype
     baseline_seconds = float(np.median([pair[1] for pair in seconds]))
     result["baseline_seq_per_sec"] = config.train_batch_size / baseline_seconds
     result["pair_speedups"] = [pair[1] / pair[0] for pair in seconds]
@@ -521,12 +541,16 @@ def main() -> int:
                      "two_tower_generator from --hparams")
   _check_counts("pairs")
   result = run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline,
-                         FLAGS.pairs, FLAGS.profile_dir)
+                         FLAGS.pairs, FLAGS.profile_dir, FLAGS.baseline_precision)
   if not FLAGS.json:
     print(f"{config.model_size}, batch {config.train_batch_size}, seq "
           f"{config.max_seq_length}, {config.mixed_precision or 'float32'}"
           f"{', XLA' if config.jit_compile else ''}: {result['seq_per_sec']:.1f} seq/s, "
           f"{result['step_ms']:.0f} ms/step", flush=True)
+    if FLAGS.baseline:
+      print(f"Model Garden ({result['baseline_precision']}): "
+            f"{result['baseline_seq_per_sec']:.1f} seq/s; ours {result['speedup']:.2f}x "
+            f"(median of {FLAGS.pairs} pairs)", flush=True)
   print(json.dumps(result), flush=True)
   return 0
 

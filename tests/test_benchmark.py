@@ -58,6 +58,23 @@ def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
   assert report["speedup"] == sorted(report["pair_speedups"])[1]
   assert report["peak_memory_mb"] > 0
   assert report["device"].startswith(("CPU", "1 x", "2 x", "4 x", "8 x"))
+  assert (report["precision"], report["baseline_precision"]) == ("float32", "float32")
+
+
+@pytest.mark.slow
+def test_benchmark_names_both_precisions_in_bfloat16():
+  """Ours under --mixed_precision=bfloat16, Model Garden's encoders in
+  bfloat16 by --baseline_precision (its sampling stays float32)."""
+  result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=1",
+                             "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
+                             "--baseline=model_garden", "--pairs=1",
+                             "--mixed_precision=bfloat16", "--baseline_precision=bfloat16")
+  assert result.returncode == 0, result.stderr[-2000:]
+  lines = result.stdout.strip().splitlines()
+  report = json.loads(lines[-1])
+  assert (report["precision"], report["baseline_precision"]) == ("bfloat16", "bfloat16")
+  assert report["baseline_seq_per_sec"] > 0
+  assert lines[-2].startswith("Model Garden (bfloat16): ")
 
 
 @pytest.mark.slow
