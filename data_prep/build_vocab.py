@@ -1,13 +1,8 @@
-"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
-
-  python data_prep/build_vocab.py (--corpus_dir=DIR | --corpus_files=A,B) \
-      --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
-      [--skip_invalid_utf8]
-
-How the vocab is learned: electra_tf/pretrain/vocab.py.
-"""
+"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner). (the command: electra_tf/commands/build_vocab.py)."""
 
 from electra_tf.commands import build_vocab
+
+__doc__ = build_vocab.__doc__  # absl's --help shows the __main__ module's docstring: the usage
 
 if __name__ == "__main__":
   build_vocab.run()

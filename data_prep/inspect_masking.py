@@ -1,13 +1,8 @@
-"""Shows the pipeline's dynamic masking of pre-training TFRecords.
-
-  python data_prep/inspect_masking.py --pretrain_tfrecords=GLOB \
-      --vocab_file=FILE --num_examples=K [--mask_prob=0.15] [--seed=0] \
-      [--num_print=10] [--json]
-
-What it prints and counts: electra_tf/pretrain/masking_report.py.
-"""
+"""Shows the pipeline's dynamic masking of pre-training TFRecords. (the command: electra_tf/commands/inspect_masking.py)."""
 
 from electra_tf.commands import inspect_masking
+
+__doc__ = inspect_masking.__doc__  # absl's --help shows the __main__ module's docstring: the usage
 
 if __name__ == "__main__":
   inspect_masking.run()
