@@ -1,4 +1,4 @@
-"""Writes pre-training TFRecords from text (official build_pretraining_dataset.py (the command: electra_tf/commands/build_tfrecords.py)."""
+"""Writes pre-training TFRecords from text, as the official build_pretraining_dataset.py does (the command: electra_tf/commands/build_tfrecords.py)."""
 
 from electra_tf.commands import build_tfrecords
 
