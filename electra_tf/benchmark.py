@@ -398,7 +398,7 @@ def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
   """The JSON figures of --export_dir (module docstring)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from electra_tf import export as export_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf import serving  # pylint: disable=g-import-not-at-top
   from electra_tf import serving_text  # pylint: disable=g-import-not-at-top
   loaded = tf.saved_model.load(export_dir)
   ids_signature = loaded.signatures["serving_default"]
@@ -407,7 +407,7 @@ def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
   text_signature = loaded.signatures[serving_text.TEXT_SIGNATURE]
   text_names = sorted(text_signature.structured_input_signature[1])
   ids_names = sorted(ids_signature.structured_input_signature[1])
-  if ids_names != sorted(export_lib.INPUT_NAMES) or text_names not in (
+  if ids_names != sorted(serving.INPUT_NAMES) or text_names not in (
       ["text"], ["text_a"], ["text_a", "text_b"]):
     raise ValueError(f"--export_dir: the benchmark times pre-training and "
                      f"classification exports; this text signature takes "

@@ -373,7 +373,7 @@ SERVING_VOCAB = 30
 def serving_functions(tmp_path_factory):
   """serving_default of a pre-training export and of an RTE fine-tuning export."""
   import tensorflow as tf
-  from electra_tf import export
+  from electra_tf import serving
   from electra_tf import tokenization
   from electra_tf.pretrain.config import PretrainingConfig
   from electra_tf.finetune import export as finetune_export
@@ -388,7 +388,7 @@ def serving_functions(tmp_path_factory):
   arch = {"model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 1},
           "embedding_size": 8, "vocab_size": SERVING_VOCAB, "max_seq_length": 16}
   pretrainer = build_model(PretrainingConfig.create(arch))
-  export.export_saved_model(pretrainer, str(root / "pretraining"))
+  serving.export_saved_model(pretrainer, str(root / "pretraining"))
   config = FinetuningConfig.create(arch, task_names=["rte"], data_dir=str(root),
                                    model_dir=str(root / "model"))
   tokenizer = tokenization.FullTokenizer(str(root / "vocab.txt"))

@@ -147,7 +147,7 @@ def test_time_calls_alternates_and_times_every_call():
 
 @pytest.mark.slow
 def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
-  from electra_tf import export, tokenization
+  from electra_tf import serving, tokenization
   from electra_tf.pretrain.model import build_model
   vocab = _serving_vocab(tmp_path / "vocab.txt")
   config = PretrainingConfig.create({
@@ -155,7 +155,7 @@ def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
       "max_seq_length": 16, "model_hparam_overrides": {
           "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}})
   model = build_model(config)
-  export.export_saved_model(model, str(tmp_path / "text"),
+  serving.export_saved_model(model, str(tmp_path / "text"),
                             tokenizer=tokenization.FullTokenizer(str(vocab)),
                             max_seq_length=16)
   result = run_benchmark_cli(f"--export_dir={tmp_path / 'text'}", "--batch_size=4",
@@ -171,7 +171,7 @@ def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
                              rtol=1e-9)
   assert (report["batch_size"], report["seq_length"]) == (4, 16)
   assert report["device"].startswith(("CPU", "1 x"))
-  export.export_saved_model(model, str(tmp_path / "ids_only"))
+  serving.export_saved_model(model, str(tmp_path / "ids_only"))
   result = run_benchmark_cli(f"--export_dir={tmp_path / 'ids_only'}", "--json")
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (

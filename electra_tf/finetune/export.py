@@ -49,7 +49,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
-from electra_tf import export as export_lib
+from electra_tf import serving
 from electra_tf import serving_text
 from electra_tf.finetune import qa_export
 from electra_tf.finetune.classification import ClassificationTask, RegressionTask
@@ -81,7 +81,7 @@ def task_outputs(model: FinetuningModel, task: Task,
 
 
 def _model_inputs(inputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  return {name: inputs[name] for name in export_lib.INPUT_NAMES}
+  return {name: inputs[name] for name in serving.INPUT_NAMES}
 
 
 def classifier_functions(model: FinetuningModel, task: Task,
@@ -101,9 +101,9 @@ def classifier_functions(model: FinetuningModel, task: Task,
             "probabilities": tf.nn.softmax(outputs["logits"], axis=-1),
             "label_ids": outputs["predictions"]}
 
-  @tf.function(input_signature=export_lib.input_signature())
+  @tf.function(input_signature=serving.input_signature())
   def serve(input_ids, input_mask, segment_ids):
-    outputs = head_outputs(dict(zip(export_lib.INPUT_NAMES, export_lib.check_serving_inputs(
+    outputs = head_outputs(dict(zip(serving.INPUT_NAMES, serving.check_serving_inputs(
         input_ids, input_mask, segment_ids, config))))
     outputs.pop("label_ids", None)
     return outputs
@@ -182,11 +182,11 @@ def tagger_functions(model: FinetuningModel, task: ChunkingTask,
                      f"{task.name}_labels_mask": tf.cast(words_mask, tf.float32)})
     return task_outputs(model, task, features)
 
-  @tf.function(input_signature=export_lib.input_signature() + [
+  @tf.function(input_signature=serving.input_signature() + [
       tf.TensorSpec([None, None], tf.int32, name="labeled_positions")],
                autograph=False)
   def serve(input_ids, input_mask, segment_ids, labeled_positions):
-    inputs = dict(zip(export_lib.INPUT_NAMES, export_lib.check_serving_inputs(
+    inputs = dict(zip(serving.INPUT_NAMES, serving.check_serving_inputs(
         input_ids, input_mask, segment_ids, config)))
     checks = [
         tf.debugging.assert_equal(
@@ -259,7 +259,7 @@ def serving_module(model: FinetuningModel, task: Task,
     serve, serve_text = tagger_functions(model, task, text_encoder)
   else:
     raise TypeError(f"task {task.name}: {type(task).__name__} has no export")
-  return export_lib.variables_module(
+  return serving.variables_module(
       serve, list(model.encoder.variables) + list(model.heads[task.name].variables),
       serve_text, text_encoder)
 
@@ -269,5 +269,5 @@ def export_task_model(model: FinetuningModel, task: Task, export_dir: str,
   """Writes the SavedModel of `task` (module docstring), with the text
   signature (featurizing with the task's tokenizer) when `text`; returns its dir."""
   with serving_text.text_encoder(task.tokenizer if text else None) as text_encoder:
-    return export_lib.save_serving_module(
+    return serving.save_serving_module(
         serving_module(model, task, text_encoder), export_dir, overwrite)

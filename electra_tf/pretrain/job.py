@@ -43,7 +43,7 @@ import tensorflow as tf
 from electra_tf import checkpoints
 from electra_tf import curves
 from electra_tf import distribution
-from electra_tf import export as export_lib
+from electra_tf import serving
 from electra_tf import fileio
 from electra_tf import hf
 from electra_tf import optimization
@@ -463,7 +463,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       results = job.evaluate()
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")
-      export_lib.export_saved_model(
+      serving.export_saved_model(
           job.model, export_dir, overwrite=replace_export,
           tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case)
                      if export_text else None),
