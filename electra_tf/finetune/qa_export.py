@@ -55,7 +55,7 @@ from typing import Callable, Dict, Mapping, Optional
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf import export as export_lib
+from electra_tf import serving as export_lib
 from electra_tf import serving_text
 from electra_tf.config import ModelConfig
 from electra_tf.finetune.qa import QATask

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The large-corpus study: the 6,000-step study's settings over the package corpus.
 set -e
-cd /work/w26
+cd "$(dirname "$0")/../../.."
 H='{"learning_rate": 2e-4, "num_warmup_steps": 300}'
 D=/work/data26
 python3 -m tools.learning_study --work_dir=$D/study --corpus_dir=$D/corpus/train \
