@@ -135,8 +135,9 @@ class FullTokenizer:
   """Pure-Python tokenizer with the official FullTokenizer interface."""
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True,
-               strip_accents: bool = True):
-    self.vocab = load_vocab(vocab_file)
+               strip_accents: bool = True, vocab: Optional[Dict[str, int]] = None):
+    """vocab: `load_vocab(vocab_file)` when the caller has read it already."""
+    self.vocab = load_vocab(vocab_file) if vocab is None else vocab
     self.inv_vocab = {i: token for token, i in self.vocab.items()}
     self.do_lower_case = do_lower_case
     self.strip_accents = strip_accents
@@ -372,8 +373,9 @@ class FastTokenizer:
   """tensorflow-text tokenizer giving the ids of `FullTokenizer`, in batches."""
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True,
-               strip_accents: bool = True):
-    self.vocab = load_vocab(vocab_file)
+               strip_accents: bool = True, vocab: Optional[Dict[str, int]] = None):
+    """vocab: `load_vocab(vocab_file)` when the caller has read it already."""
+    self.vocab = load_vocab(vocab_file) if vocab is None else vocab
     if UNK_TOKEN not in self.vocab:
       raise DataError(f"vocab file {vocab_file}: missing special token(s) {UNK_TOKEN}")
     basic = FastBasicTokenizer(do_lower_case, strip_accents)

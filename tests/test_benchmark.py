@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from electra_tf import benchmark
+from electra_tf.bench import serving as serving_bench
+from electra_tf.bench import step as step_bench
 from electra_tf import flops
 from electra_tf.pretrain.config import PretrainingConfig
 
@@ -23,17 +24,17 @@ def run_benchmark_cli(*args):
 
 
 def test_synthetic_batch_is_a_masked_batch():
-  batch = benchmark.synthetic_batch(6, 40, 7, 300, seed=3)
+  batch = step_bench.synthetic_batch(6, 40, 7, 300, seed=3)
   positions = batch["masked_lm_positions"]
   assert positions.shape == (6, 7) and positions.dtype == np.int32
   assert positions.min() >= 1 and positions.max() < 40
   assert all(len(set(row)) == 7 for row in positions)
   masked = np.take_along_axis(batch["input_ids"], positions, axis=1)
-  np.testing.assert_array_equal(masked, benchmark.MASK_ID)
+  np.testing.assert_array_equal(masked, step_bench.MASK_ID)
   assert batch["masked_lm_ids"].max() < 300
   np.testing.assert_array_equal(batch["input_mask"], 1)
   np.testing.assert_array_equal(batch["masked_lm_weights"], 1.0)
-  again = benchmark.synthetic_batch(6, 40, 7, 300, seed=3)
+  again = step_bench.synthetic_batch(6, 40, 7, 300, seed=3)
   for key, value in batch.items():
     np.testing.assert_array_equal(value, again[key])
 
@@ -94,13 +95,13 @@ def test_profile_dir_writes_a_trace_and_ranks_the_op_types(tmp_path):
   # oneDNN on by itself (CPUs with AVX-512).
   assert {"MatMul", "_MklMatMul"} & set(op_types) and len(set(op_types)) == len(op_types)
   # The ranking is the trace's own op-type totals, per step.
-  seconds = benchmark.op_seconds_by_type(str(tmp_path))
+  seconds = step_bench.op_seconds_by_type(str(tmp_path))
   np.testing.assert_allclose(times[0], 1000.0 * max(seconds.values()) / 2, rtol=1e-9)
 
 
 def test_op_seconds_by_type_needs_a_trace(tmp_path):
   with pytest.raises(ValueError, match="no tf.profiler trace"):
-    benchmark.op_seconds_by_type(str(tmp_path))
+    step_bench.op_seconds_by_type(str(tmp_path))
 
 
 @pytest.mark.slow
@@ -124,7 +125,7 @@ def _serving_vocab(path):
 def test_serving_inputs_are_one_piece_words_and_their_ids(tmp_path):
   from electra_tf import tokenization
   vocab = _serving_vocab(tmp_path / "vocab.txt")
-  texts, ids = benchmark.serving_inputs(str(vocab), 3, 9, seed=1)
+  texts, ids = serving_bench.serving_inputs(str(vocab), 3, 9, seed=1)
   tokenizer = tokenization.FullTokenizer(str(vocab))
   assert len(texts) == 3 and all(len(t.split()) == 7 for t in texts)
   assert all(set(t.split()) <= set(SERVING_WORDS) for t in texts)
@@ -138,7 +139,7 @@ def test_serving_inputs_are_one_piece_words_and_their_ids(tmp_path):
 
 def test_time_calls_alternates_and_times_every_call():
   order = []
-  seconds = benchmark.time_calls({"a": lambda: order.append("a"),
+  seconds = serving_bench.time_calls({"a": lambda: order.append("a"),
                                   "b": lambda: order.append("b")}, calls=3, warmup_calls=1)
   assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
   assert [len(v) for v in seconds.values()] == [3, 3]

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf import benchmark
+from electra_tf.bench import step as step_bench
 from electra_tf import optimization
 from electra_tf import train_loop
 from electra_tf.pretrain import job as job_lib
@@ -36,7 +36,7 @@ def float32_run():
 def _losses(job, initial_weights):
   job.model.set_weights(initial_weights)
   config = job.config
-  batch = benchmark.synthetic_batch(config.train_batch_size, config.max_seq_length,
+  batch = step_bench.synthetic_batch(config.train_batch_size, config.max_seq_length,
                                     config.max_predictions_per_seq, config.vocab_size)
   iterator = iter(job.strategy.experimental_distribute_dataset(
       tf.data.Dataset.from_tensors(batch).repeat()))

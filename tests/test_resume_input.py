@@ -255,3 +255,22 @@ def test_input_only_benchmark_prints_one_json_line(tmp_path, special, bert_vocab
                            capture_output=True, text=True, timeout=300)
   assert missing.returncode != 0
   assert "--input_only needs --pretrain_tfrecords" in missing.stderr
+
+
+def test_a_run_reads_the_vocab_file_once(tmp_path, special, bert_vocab, monkeypatch):
+  """Train, evaluate (with the verdicts' tokens) and the text export: one read."""
+  from electra_tf.pretrain import job as job_lib
+  data = tmp_path / "data"
+  write_corpus(data / "pretrain_tfrecords", special, num_files=1, per_file=16)
+  shutil.copyfile(bert_vocab, data / "vocab.txt")
+  reads = []
+  load_vocab = tokenization.load_vocab
+  monkeypatch.setattr(tokenization, "load_vocab",
+                      lambda path: reads.append(str(path)) or load_vocab(path))
+  config = _config(data, tmp_path / "model", num_train_steps=2, save_checkpoints_steps=2,
+                   num_eval_steps=1, do_eval=True, eval_batch_size=BATCH)
+  results = job_lib.run(config, strategy_name="one_device",
+                        export_dir=str(tmp_path / "export"))
+  assert results["global_step"] == 2 and 0.0 <= results["disc_accuracy"] <= 1.0
+  assert (tmp_path / "export" / "assets" / "vocab.txt").read_bytes() == bert_vocab.read_bytes()
+  assert reads == [str(data / "vocab.txt")]

@@ -30,10 +30,21 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import sys
 import time
 
+from absl import flags
 import numpy as np
+
+from electra_tf import cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "New (or empty) folder for the TFRecord files.")
+flags.DEFINE_integer("num_records", None, "Records in all.")
+flags.DEFINE_integer("num_files", 1000, "Files the records are spread over.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per record.")
+flags.DEFINE_integer("processes", os.cpu_count() or 1, "Processes writing files.")
+flags.DEFINE_integer("seed", 0, "Seed of the random word ids.")
+flags.mark_flags_as_required(["output_dir", "num_records"])
 
 FIRST_WORD, LAST_WORD = 1000, 16383  # two-byte varints
 CLS, SEP = 101, 102  # the BERT uncased vocab's
@@ -85,16 +96,16 @@ def write_file(args) -> int:
   return os.path.getsize(path)
 
 
-def main(argv=None) -> int:
-  import argparse
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--output_dir", required=True)
-  parser.add_argument("--num_records", type=int, required=True)
-  parser.add_argument("--num_files", type=int, default=1000)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
+def main() -> int:
+  args = FLAGS
+  for name in ("num_records", "num_files", "max_seq_length", "processes"):
+    if FLAGS[name].value <= 0:
+      raise ValueError(f"--{name}: {FLAGS[name].value} must be > 0")
+  if FLAGS.max_seq_length < 5:
+    raise ValueError(f"--max_seq_length: {FLAGS.max_seq_length} must be >= 5 "
+                     "([CLS] A [SEP] B [SEP])")
+  if os.path.isdir(args.output_dir) and os.listdir(args.output_dir):
+    raise ValueError(f"--output_dir: {args.output_dir} is not empty")
   os.makedirs(args.output_dir, exist_ok=True)
   start = time.time()
   jobs, first = [], 0
@@ -116,4 +127,4 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  sys.exit(main())
+  cli.run(main, "make_synthetic_corpus.py")

@@ -26,7 +26,6 @@ median and every run of each.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -36,7 +35,19 @@ import subprocess
 import sys
 import time
 
+from absl import flags
+
+from electra_tf import cli
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
+FLAGS = flags.FLAGS
+flags.DEFINE_string("pretrain_tfrecords", None, "TFRecords (glob) of the corpus.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
+flags.DEFINE_string("work_dir", None, "New folder for the runs (removed when done).")
+flags.DEFINE_integer("consumed", 1000000, "Examples read before the late checkpoint.")
+flags.DEFINE_integer("repeats", 3, "Runs of each measurement (the median is reported).")
+flags.DEFINE_boolean("fallback", False, "Also time a checkpoint without the input position.")
+flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file", "work_dir"])
 
 
 BATCH = 128
@@ -103,16 +114,12 @@ def make_late_checkpoint(args, model_dir: pathlib.Path, with_position: bool) -> 
 
 
 def main() -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--pretrain_tfrecords", required=True)
-  parser.add_argument("--vocab_file", required=True)
-  parser.add_argument("--work_dir", required=True)
-  parser.add_argument("--consumed", type=int, default=1000000)
-  parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--fallback", action="store_true")
-  args = parser.parse_args()
+  args = FLAGS
+  if FLAGS.consumed < BATCH or FLAGS.repeats <= 0:
+    raise ValueError(f"--consumed must be >= {BATCH} and --repeats > 0")
   work = pathlib.Path(args.work_dir)
-  shutil.rmtree(work, ignore_errors=True)
+  if work.exists():  # the command removes its work_dir when done
+    raise ValueError(f"--work_dir: {work} exists; name a new folder")
   runs = {"first_step": [], "resume": []}
   for i in range(args.repeats):
     runs["first_step"].append(time_to_step(args, work / f"fresh_{i}", 1))
@@ -142,4 +149,4 @@ def main() -> int:
 
 if __name__ == "__main__":
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  sys.exit(main())
+  cli.run(main, "scale_timing.py")

@@ -10,7 +10,7 @@ off/on) runs in a fresh process, so that one configuration's peak never hides
 another's: it builds the pre-training job (generator, discriminator,
 optimizer; `--hparams` applies), runs ONE full train step (forward,
 backward, update; the first step, so tracing is included) on a synthetic
-batch (`electra_tf.benchmark.synthetic_batch`) and reports
+batch (`electra_tf.bench.step.synthetic_batch`) and reports
 
   peak_gb   the process's peak resident set size (CPU), or the GPU
             allocator's peak (GPU);
@@ -94,19 +94,20 @@ def measure(model_size: str, seq_length: int, batch_size: int, recompute: bool,
             mixed_precision: Optional[str], hparams: Optional[str]) -> Dict[str, Any]:
   """One train step of one configuration in this process: its memory figures."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from electra_tf import benchmark  # pylint: disable=g-import-not-at-top
+  from electra_tf.bench import device as device_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.bench import step as step_bench  # pylint: disable=g-import-not-at-top
   config = pretraining_config(model_size, seq_length, batch_size, recompute,
                               mixed_precision, hparams)
-  batch = benchmark.synthetic_batch(batch_size, seq_length, config.max_predictions_per_seq,
-                                    config.vocab_size)
-  run_steps = benchmark.electra_step_runner(config, batch)
+  batch = step_bench.synthetic_batch(batch_size, seq_length, config.max_predictions_per_seq,
+                                     config.vocab_size)
+  run_steps = step_bench.electra_step_runner(config, batch)
   on_gpu = bool(tf.config.list_physical_devices("GPU"))
   built = (tf.config.experimental.get_memory_info("GPU:0")["current"] / GB
            if on_gpu else _current_rss_gb())
   start = time.perf_counter()
   run_steps(1)
   seconds = time.perf_counter() - start
-  device, peak_mb = benchmark.device_and_peak_memory_mb()
+  device, peak_mb = device_lib.device_and_peak_memory_mb()
   peak = peak_mb * 2**20 / GB
   return {"model_size": model_size, "seq_length": seq_length, "batch_size": batch_size,
           "recompute_layers": recompute, "mixed_precision": mixed_precision,

@@ -24,27 +24,8 @@ written to model_dir.  Then, for each trial t = 1..num_trials:
      results/trial_<t>/ so that no trial's predictions are lost), plus test
      predictions for the first n_writes_test trials when write_test_outputs.
 
-Layout of model_dir:
-  finetuning_config.json   the hparams that define the trained models; a
-                           rerun with different ones is refused
-  trial_<t>/ckpt-<step>.*  checkpoints (model + optimizer) every
-                           save_checkpoints_steps and at the end, TensorBoard
-                           logs in trial_<t>/train (deleted after the trial
-                           unless keep_all_models or it is the last one)
-  results/                 see outputs.py
-  test_predictions/        the official test-set files (write_test_outputs;
-                           outputs.write_official_test_outputs)
-
-Resuming (the official code instead deletes a trial's model_dir and starts
-over): a rerun of the same command skips the trials recorded in results_pkl
-and continues a trial from its latest checkpoint, skipping the batches it
-already trained on.
-
-Featurized training data are cached, as the official tfrecords, in
-preprocessed_data_dir (`<tasks>_train.npz` plus a `.json` that records the
-settings and data files they came from; a mismatch rebuilds them) when
-use_tfrecords_if_existing.  Dev and test sets are featurized on each run
-(their evaluation needs the examples and, for SQuAD, the window maps).
+model_dir's layout, resuming and the featurized-data cache: docs/finetuning.md
+("The job's model_dir").
 """
 
 from __future__ import annotations

@@ -2,27 +2,8 @@
 
 For squadv1, squad (SQuAD 2.0) and the MRQA tasks, the `text` signature
 takes `question` and `context` (tf.string [batch], one example per row) and
-does in the graph what qa.py's featurizing and evaluation do:
-
-  1. the context is split into words at " \\t\\r\\n\\u202f" (qa.split_context)
-     and each word tokenized as a text; the question's pieces are cut to
-     max_query_length;
-  2. the document pieces go into windows of max_seq_length - len(question)
-     - 3 pieces, doc_stride apart (qa.doc_windows; a long context gets as
-     many windows as it needs), one row [CLS] question [SEP] window [SEP]
-     each; the rows of the batch are padded to the longest (at least
-     beam_size with joint_prediction) and run through the model
-     ROWS_PER_RUN at a time;
-  3. the n-best search of qa.QATask._best_answer: the start and end
-     candidates of each window (joint_prediction: the head's beams; else the
-     n_best_size best start and end logits) count when both lie in the
-     window's document part, the start is in its max-context window
-     (qa.is_max_context), end >= start and the span has at most
-     max_answer_length pieces; the best score (start + end log-prob, or
-     logit) wins, ties going to the earlier window, start, end (the n-best
-     list's first entry);
-  4. its word pieces are mapped back onto the original words as
-     qa.final_text does.
+does in the graph what qa.py's featurizing and evaluation do (the steps:
+docs/serving.md, "Span-QA exports").
 
 Outputs:
   answer        [batch] string   the prediction run_finetuning.py writes to

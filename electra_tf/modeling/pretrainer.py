@@ -288,19 +288,10 @@ class ElectraPretrainer(keras.Model):
       generator) leaves out [CLS], [SEP] and [MASK] positions, as official.
       Needed only to compute that loss.
 
-  Sub-layers (None where the configuration has none), named by scope:
-    discriminator              TransformerEncoder `electra`
-    generator                  TransformerEncoder `generator`, or the
-                               discriminator itself, or None (uniform,
-                               two-tower)
-    generator_predictions      MaskedLMHead (None for uniform_generator and
-                               two_tower_generator)
-    generator_ltr, generator_rtl  causal TransformerEncoders (two-tower only;
-                               each with its own embeddings when untied)
-    cloze_predictions          MaskedLMHead over the towers (two-tower only),
-                               tied to generator_ltr's word embeddings
-    discriminator_predictions  DiscriminatorHead (None without a
-                               discriminator objective)
+  Sub-layers (None where the configuration has none), each under its official
+  scope: discriminator (`electra`), generator (`generator`, the discriminator
+  itself, or None), generator_predictions, discriminator_predictions, and for
+  a two-tower generator generator_ltr, generator_rtl and cloze_predictions.
   All variables exist, under their official names, once constructed.
 
   `model(batch, training=..., sample_seed=None)` takes the masked batch dict

@@ -69,11 +69,16 @@ class PretrainingJob:
   benchmark on synthetic batches (`make_step_loop`).
   """
 
-  def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
+  def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy,
+               vocab: Optional[Dict[str, int]] = None):
+    """vocab: the config's vocab (`load_checked_vocab`) when the caller has
+    read it; else it is read, once, when first needed (synthetic-batch
+    callers such as the benchmark never need it)."""
     self.config = config
     self.strategy = strategy
+    self._vocab = vocab
     # The cloze loss of a two-tower generator needs the vocab's special ids.
-    special = special_ids_for(config) if config.two_tower_generator else None
+    special = self.special_ids if config.two_tower_generator else None
 
     def build():
       model = build_model(config, special)
@@ -98,6 +103,17 @@ class PretrainingJob:
     self.optimizer = self.trainer.optimizer
 
   # --------------------------------------------------------------- data
+  @property
+  def vocab(self) -> Dict[str, int]:
+    """The config's vocab (token -> id), read once."""
+    if self._vocab is None:
+      self._vocab = load_checked_vocab(self.config)
+    return self._vocab
+
+  @property
+  def special_ids(self) -> tokenization.SpecialIds:
+    return tokenization.special_ids(self.vocab, self.config.vocab_file)
+
   def _dataset(self, is_training: bool, start_step: int = 0
                ) -> tf.distribute.DistributedDataset:
     """Masked batches; training skips the examples of `start_step` steps."""
@@ -120,7 +136,7 @@ class PretrainingJob:
         batch_size=batch_size, skip_examples=skip_examples,
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
-        mask_prob=config.mask_prob, special=special_ids_for(config),
+        mask_prob=config.mask_prob, special=self.special_ids,
         is_training=is_training, seed=config.seed, input_context=context)
 
   def _train_input(self, latest: Optional[str], step: int):
@@ -340,9 +356,8 @@ class PretrainingJob:
     for key in sorted(results):
       _log(f"  {key} = {results[key]}")
     if shown is not None and config.has_discriminator:
-      vocab = tokenization.load_vocab(config.vocab_file)
       _log(verdicts.LEGEND)
-      _log(verdicts.render(shown[0], shown[1], 0, {i: t for t, i in vocab.items()}))
+      _log(verdicts.render(shown[0], shown[1], 0, {i: t for t, i in self.vocab.items()}))
     if distribution.is_chief(strategy):
       write_results(results, config.results_txt, config.results_json)
       with tf.summary.create_file_writer(os.path.join(config.model_dir, "eval")).as_default(
@@ -402,11 +417,13 @@ class LocalInput:
         lambda context: batches[context.replica_id_in_sync_group])
 
 
-def special_ids_for(config: PretrainingConfig) -> tokenization.SpecialIds:
-  """The vocab's special ids; its size must equal the hparam vocab_size."""
+def load_checked_vocab(config: PretrainingConfig) -> Dict[str, int]:
+  """The config's vocab file (token -> id); its size must equal the hparam
+  vocab_size and it must hold the special tokens."""
   vocab = tokenization.load_vocab(config.vocab_file)
   tokenization.check_vocab_size(vocab, config.vocab_size, config.vocab_file)
-  return tokenization.special_ids(vocab, config.vocab_file)
+  tokenization.special_ids(vocab, config.vocab_file)
+  return vocab
 
 
 def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
@@ -429,7 +446,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   """The whole job: validate inputs, train, evaluate, export (the ids signature,
   and the text signature when export_text)."""
   # Validate every input before anything is written to model_dir.
-  special_ids_for(config)
+  vocab = load_checked_vocab(config)  # the run's one read of the vocab file
   pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
   if config.do_eval and config.eval_files != config.pretrain_tfrecords:
     pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
@@ -441,7 +458,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
     hf.check_exportable(config, "--export_hf")
     checkpoints.check_output_dir(export_hf, "--export_hf")
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
-  job = PretrainingJob(config, strategy)
+  job = PretrainingJob(config, strategy, vocab)
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
   chief = distribution.is_chief(strategy)
@@ -465,7 +482,8 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       _log(f"Exporting the SavedModel to {export_dir}")
       serving.export_saved_model(
           job.model, export_dir, overwrite=replace_export,
-          tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case)
+          tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case,
+                                                vocab=vocab)
                      if export_text else None),
           max_seq_length=config.max_seq_length)
       _log(f"Exported the SavedModel to {export_dir}")

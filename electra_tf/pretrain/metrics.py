@@ -37,11 +37,7 @@ ones only when disc_weight > 0, as official.  With Electric, disc_probs are
 those of the noise-contrastive logits and every sampled position is labelled
 replaced, as official.
 
-The official disc_auc counts every padding position as a negative that the
-discriminator scores 0, a perfectly ranked negative: on batches with much
-padding it is high even for a discriminator that has learned little (a run
-here scored 0.81 with a recall of 0.009).  disc_auc_real_tokens leaves the
-padding out; compare it with 0.5 (chance).
+Why disc_auc_real_tokens: docs/faithfulness.md ("disc_auc and padding").
 """
 
 from typing import Any, Dict, Mapping
