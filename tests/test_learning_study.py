@@ -182,3 +182,38 @@ def test_work_dir_from_before_named_settings_is_checked_against_its_settings(
   assert run.returncode != 0
   assert ("""began with --train_examples=1000 and --finetuning_hparams='{"num_train_epochs": 10.0}'"""
           in run.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
+    repo_root, tmp_path, corpus_dir, bert_vocab):
+  import signal
+  from electra_tf import stop_points
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()
+  (corpus / "train.txt").write_text("\n".join(lines[:200]) + "\n", encoding="utf-8")
+  (corpus / "heldout.txt").write_text("\n".join(lines[200:300]) + "\n", encoding="utf-8")
+  work_dir = tmp_path / "study"
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", **stop_points.environment("step_logged", 1))
+  # Frozen when step 2 is logged; the SIGTERM arrives while frozen.
+  process = subprocess.Popen(
+      [sys.executable, "-m", "tools.learning_study", f"--work_dir={work_dir}",
+       f"--corpus_dir={corpus}", "--heldout_file=heldout.txt", f"--vocab_file={bert_vocab}",
+       "--hparams=" + json.dumps(TINY_MODEL), "--steps=6", "--eval_at=4,6",
+       "--finetune_at=6", "--tasks=sst"],
+      cwd=repo_root, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  try:
+    assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=600)  # it exits: no thread holds it
+  finally:
+    process.kill()
+  checkpoint = work_dir / "pretraining" / "electra" / "ckpt-2"
+  assert process.returncode == 143, stderr[-2000:]
+  assert stderr.strip().splitlines()[-1] == (
+      f"learning_study.py: stopped by SIGTERM at step 2; {checkpoint} is saved: "
+      "rerun the same command to resume")
+  assert checkpoint.with_suffix(".index").exists()

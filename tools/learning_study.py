@@ -448,6 +448,16 @@ def plot_downstream(downstream: Dict, path: pathlib.Path) -> None:
 
 # -------------------------------------------------------------------- main
 def main() -> int:
+  """The study; SIGTERM / SIGINT during pre-training save a checkpoint and
+  exit with the signal's status (rerun the same command to resume)."""
+  from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
+  try:
+    return run_study()
+  except train_loop.Preempted as stop:
+    return stop.report("learning_study.py")
+
+
+def run_study() -> int:
   work_dir = pathlib.Path(FLAGS.work_dir).resolve()
   work_dir.mkdir(parents=True, exist_ok=True)
   results_path = work_dir / "results.json"
