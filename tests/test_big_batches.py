@@ -83,6 +83,7 @@ def _assert_same_updates(initial, plain, accumulated):
     assert excess.max() <= 0, (np.abs(a - p).max(), scale)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"clip_per_replica": True}, {"optimizer": "lamb"}])
 def test_accumulated_pretraining_update_equals_big_batch(extra):
   batches = _pretraining_batches()
@@ -143,6 +144,7 @@ def _finetuning_batches():
   return batches
 
 
+@pytest.mark.slow
 def test_accumulated_finetuning_update_equals_big_batch():
   batches = _finetuning_batches()
   plain_job = _finetuning_job(layerwise_lr_decay=0.8)
@@ -156,6 +158,7 @@ def test_accumulated_finetuning_update_equals_big_batch():
   np.testing.assert_allclose(logged["loss"], plain_logged["loss"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_resume_after_accumulated_steps_is_exact(tmp_path):
   """With dropout on: masks follow (seed, step, replica, micro-batch)."""
   dropout_on = dict(HPARAMS["model_hparam_overrides"], hidden_dropout_prob=0.1,
@@ -173,6 +176,7 @@ def test_resume_after_accumulated_steps_is_exact(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_recomputed_layers_give_the_plain_gradients():
   dropout_on = dict(HPARAMS["model_hparam_overrides"], hidden_dropout_prob=0.1,
                     attention_probs_dropout_prob=0.1)
@@ -283,6 +287,7 @@ def _start_loss_scale(job, scale):
   job.optimizer._loss_scale.current_loss_scale.assign(scale)  # pylint: disable=protected-access
 
 
+@pytest.mark.slow
 def test_accumulation_under_float16_loss_scaling():
   """Each micro-batch's loss is scaled and its gradient unscaled; the sum is
   applied once (float16 activations: agreement to float16 rounding).  Both

@@ -106,6 +106,7 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
           if "finetuning_few" not in path.parts} == before
 
 
+@pytest.mark.slow
 def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_path):
   data = tmp_path / "finetuning_data"
   (data / "sst").mkdir(parents=True)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO_ROOT as REPO
@@ -15,6 +16,7 @@ def run_tool(*args):
                         cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_records_are_full_official_examples_numbered_in_order(tmp_path):
   out = tmp_path / "synth"
   done = run_tool(f"--output_dir={out}", "--num_records=7", "--num_files=2",

@@ -231,6 +231,7 @@ def test_a_corrupt_record_stops_training_and_keeps_the_last_good_checkpoint(
   assert json.loads((model_dir / "electra_config.json").read_text())
 
 
+@pytest.mark.slow
 def test_input_only_benchmark_prints_one_json_line(tmp_path, special, bert_vocab):
   import subprocess
   import sys
@@ -257,6 +258,7 @@ def test_input_only_benchmark_prints_one_json_line(tmp_path, special, bert_vocab
   assert "--input_only needs --pretrain_tfrecords" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_run_reads_the_vocab_file_once(tmp_path, special, bert_vocab, monkeypatch):
   """Train, evaluate (with the verdicts' tokens) and the text export: one read."""
   from electra_tf.pretrain import job as job_lib
