@@ -19,6 +19,19 @@ def _study(repo_root, *argv):
                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
 
 
+def _corpus(tmp_path, corpus_dir, train_lines, end_line):
+  """tmp_path/corpus: train.txt (the first `train_lines` lines of WikiText-2's
+  valid split) and heldout.txt (the lines after them up to `end_line`)."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines()
+  (corpus / "train.txt").write_text("\n".join(lines[:train_lines]) + "\n", encoding="utf-8")
+  (corpus / "heldout.txt").write_text("\n".join(lines[train_lines:end_line]) + "\n",
+                                      encoding="utf-8")
+  return corpus
+
+
 def test_eval_point_beyond_the_schedule_is_a_one_line_error(repo_root, tmp_path):
   run = _study(repo_root, f"--work_dir={tmp_path / 'study'}", "--steps=10",
                "--eval_at=5,20", "--finetune_at=5")
@@ -30,12 +43,7 @@ def test_eval_point_beyond_the_schedule_is_a_one_line_error(repo_root, tmp_path)
 @pytest.mark.slow
 def test_study_pretrains_both_objectives_finetunes_and_resumes(
     repo_root, tmp_path, corpus_dir, bert_vocab, finetuning_data_dir):
-  corpus = tmp_path / "corpus"
-  corpus.mkdir()
-  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
-      encoding="utf-8").splitlines()
-  (corpus / "train.txt").write_text("\n".join(lines[:400]) + "\n", encoding="utf-8")
-  (corpus / "heldout.txt").write_text("\n".join(lines[400:600]) + "\n", encoding="utf-8")
+  corpus = _corpus(tmp_path, corpus_dir, 400, 600)
   work_dir = tmp_path / "study"
   argv = [f"--work_dir={work_dir}", f"--corpus_dir={corpus}", "--heldout_file=heldout.txt",
           f"--vocab_file={bert_vocab}", f"--finetuning_data_dir={finetuning_data_dir}",
@@ -190,12 +198,7 @@ def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
     repo_root, tmp_path, corpus_dir, bert_vocab):
   import signal
   from electra_tf import stop_points
-  corpus = tmp_path / "corpus"
-  corpus.mkdir()
-  lines = (corpus_dir / "wikitext-2" / "wiki.valid.raw").read_text(
-      encoding="utf-8").splitlines()
-  (corpus / "train.txt").write_text("\n".join(lines[:200]) + "\n", encoding="utf-8")
-  (corpus / "heldout.txt").write_text("\n".join(lines[200:300]) + "\n", encoding="utf-8")
+  corpus = _corpus(tmp_path, corpus_dir, 200, 300)
   work_dir = tmp_path / "study"
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", **stop_points.environment("step_logged", 1))
   # Frozen when step 2 is logged; the SIGTERM arrives while frozen.

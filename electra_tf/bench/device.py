@@ -7,6 +7,11 @@ import resource
 from typing import Tuple
 
 
+def available_cores() -> int:
+  """The cores this process may run on (`taskset` narrows them)."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def device_and_peak_memory_mb() -> Tuple[str, float]:
   """The device in words and the peak memory so far (GPU allocator or RSS)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -23,6 +28,5 @@ def device_and_peak_memory_mb() -> Tuple[str, float]:
       cpu = models[0]
   except OSError:
     pass
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
   # ru_maxrss is in KiB on Linux.
-  return f"CPU: {cpu} ({cores} cores)", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  return f"CPU: {cpu} ({available_cores()} cores)", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

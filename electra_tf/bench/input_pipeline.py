@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Dict
+
+from electra_tf.bench.device import available_cores
 
 
 def run_input_benchmark(file_patterns: str, batch_size: int, seq_length: int,
@@ -24,7 +25,7 @@ def run_input_benchmark(file_patterns: str, batch_size: int, seq_length: int,
   for _ in range(batches):
     next(iterator)
   seconds = time.perf_counter() - start
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  cores = available_cores()
   seq_per_sec = batches * batch_size / seconds
   return {"mode": "input_only", "seq_per_sec": seq_per_sec,
           "seq_per_sec_per_core": seq_per_sec / cores, "cores": cores,

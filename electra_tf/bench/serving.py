@@ -54,7 +54,7 @@ def time_calls(functions: Dict[str, Callable[[], Any]], calls: int,
 def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
                           steps: int, latency_calls: int,
                           warmup_calls: int) -> Dict[str, object]:
-  """The JSON figures of --export_dir (module docstring)."""
+  """The JSON figures of --export_dir (docs/performance.md, "The benchmark's JSON")."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from electra_tf import serving  # pylint: disable=g-import-not-at-top
