@@ -67,6 +67,16 @@ def _serve_in_process(export_dir, inputs):
   return {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
 
 
+def _serve_both(tmp_path, inputs):
+  """Outputs of tmp_path/ids in a TensorFlow-only process and of tmp_path/both's
+  ids signature in this one, on `inputs` (saved as tmp_path/inputs.npz)."""
+  np.savez(tmp_path / "inputs.npz", **inputs)
+  run = _tf_only(TF_ONLY_LOADER, tmp_path / "ids", tmp_path / "inputs.npz",
+                 tmp_path / "out.npz", cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  return np.load(tmp_path / "out.npz"), _serve_in_process(tmp_path / "both", inputs)
+
+
 def test_signatures_flag_values():
   assert cli.export_text_signature("ids,text") is True
   assert cli.export_text_signature("text, ids") is True
@@ -95,12 +105,7 @@ def test_pretrained_ids_only_export_loads_with_tensorflow_alone(
   a = np.load(official_debug_fixture / "fixture.npz")
   inputs = {"input_ids": a["discriminator_input_ids"], "input_mask": a["input_mask"],
             "segment_ids": a["segment_ids"]}
-  np.savez(tmp_path / "inputs.npz", **inputs)
-  run = _tf_only(TF_ONLY_LOADER, tmp_path / "ids", tmp_path / "inputs.npz",
-                 tmp_path / "out.npz", cwd=tmp_path)
-  assert run.returncode == 0, run.stderr[-2000:]
-  ids_only = np.load(tmp_path / "out.npz")
-  both = _serve_in_process(tmp_path / "both", inputs)
+  ids_only, both = _serve_both(tmp_path, inputs)
   assert sorted(ids_only.files) == sorted(both) == [
       "discriminator_logits", "discriminator_probs", "pooled_output", "sequence_output"]
   for key in both:
@@ -157,12 +162,7 @@ def test_finetuned_ids_only_export_loads_with_tensorflow_alone(shared_dir, tmp_p
   inputs = {"input_ids": rng.integers(5, 30522, (3, 20)).astype(np.int32),
             "input_mask": np.ones((3, 20), np.int32),
             "segment_ids": np.repeat([[0] * 10 + [1] * 10], 3, axis=0).astype(np.int32)}
-  np.savez(tmp_path / "inputs.npz", **inputs)
-  run = _tf_only(TF_ONLY_LOADER, tmp_path / "ids", tmp_path / "inputs.npz",
-                 tmp_path / "out.npz", cwd=tmp_path)
-  assert run.returncode == 0, run.stderr[-2000:]
-  ids_only = np.load(tmp_path / "out.npz")
-  both = _serve_in_process(tmp_path / "both", inputs)
+  ids_only, both = _serve_both(tmp_path, inputs)
   assert sorted(ids_only.files) == sorted(both) and "logits" in both
   for key in both:
     np.testing.assert_allclose(ids_only[key], both[key], atol=1e-6)
