@@ -372,10 +372,12 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
              ["disc_accuracy", "disc_always_real_accuracy", "disc_auc_real_tokens"]),
             ("discriminator: replaced tokens", ["disc_precision", "disc_recall"]),
             ("encoder: effective rank of its token vectors\n(dotted: random initialisation)",
-             ["encoder_effective_rank"])]
+             ["encoder_effective_rank"]),
+            ("encoder: mean cosine between its token vectors\n(dotted: random initialisation)",
+             ["encoder_mean_cosine"])]
   colors = {"electra": "#3b75af", "mlm": "#e07b39"}
   styles = ["o-", "s--", "^:"]
-  figure, axes = pyplot.subplots(2, 4, figsize=(20, 7.5))
+  figure, axes = pyplot.subplots(2, len(panels), figsize=(5 * len(panels), 7.5))
   for row, against_flops in enumerate((False, True)):
     for axis, (title, keys) in zip(axes[row], panels):
       for name, run in runs.items():
@@ -386,8 +388,8 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
           if any(y is not None for y in ys):
             axis.plot(xs, ys, style, markersize=4, color=colors.get(name),
                       alpha=0.6 if "always_real" in key else 1.0, label=f"{name}: {key}")
-      if "encoder_effective_rank" in keys and "random_init_encoder" in results:
-        axis.axhline(results["random_init_encoder"]["encoder_effective_rank"],
+      if keys[0] in results.get("random_init_encoder", {}):
+        axis.axhline(results["random_init_encoder"][keys[0]],
                      color="#999999", linestyle=":", label="random init")
       if against_flops:
         axis.set_xscale("log")
