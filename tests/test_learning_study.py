@@ -2,10 +2,13 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
+
+from electra_tf import stop_points
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
               "num_eval_steps": 2, "num_warmup_steps": 1, "iterations_per_loop": 2,
@@ -196,8 +199,6 @@ def test_work_dir_from_before_named_settings_is_checked_against_its_settings(
 @pytest.mark.slow
 def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
     repo_root, tmp_path, corpus_dir, bert_vocab):
-  import signal
-  from electra_tf import stop_points
   corpus = _corpus(tmp_path, corpus_dir, 200, 300)
   work_dir = tmp_path / "study"
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", **stop_points.environment("step_logged", 1))
