@@ -82,6 +82,9 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   for summary in sst.values():
     assert summary["metric"] == "accuracy" and list(summary["runs"]) == ["1"]
     assert 0.0 <= summary["runs"]["1"] <= 100.0 and summary["mean"] == summary["runs"]["1"]
+  against = sst["electra_4"]["against_random_init"]
+  assert against["difference"] == pytest.approx(
+      sst["electra_4"]["mean"] - sst["random_init"]["mean"]) and against["common_seeds"] == 1
   # The electra run fine-tuned from the step-4 checkpoint of the study's model.
   config = json.loads((work_dir / "finetuning" / "runs" / "sst_electra_4_seed1" /
                        "finetuning_config.json").read_text())
@@ -140,6 +143,42 @@ def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_
   assert [len(d.split("\n")) for d in documents] == [50, 11]
   assert documents[0].split("\n")[:2] == ["a gripping , funny film", "dull scene number 0"]
   assert open(chunk_path, encoding="utf-8").read() == "He ran .\nShe sat\n"
+
+
+def test_fine_tuning_summaries_compare_each_start_with_random_init(repo_root):
+  starts = {"random_init": {"runs": {"1": 36.0, "2": 38.5, "3": 36.5}},
+            "electra_4": {"runs": {"1": 37.0, "2": 38.0, "3": 39.0}},
+            "mlm_6": {"runs": {"1": 40.0}},
+            "mlm_9": {"runs": {"1": 37.0, "2": 37.0, "4": 37.0}}}
+  code = ("import json, sys; from tools import learning_study as s; "
+          "starts = json.load(sys.stdin); s.summarise_starts(starts); "
+          "print(json.dumps({'starts': starts, 'flat': s.compare_runs("
+          "{'1': 2.0, '2': 2.0}, {'1': 1.0, '2': 1.0})}))")
+  run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
+                       text=True, input=json.dumps(starts),
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  assert run.returncode == 0, run.stderr[-2000:]
+  out = json.loads(run.stdout.splitlines()[-1])
+  summary = out["starts"]
+  assert "against_random_init" not in summary["random_init"]
+  assert summary["random_init"]["mean"] == pytest.approx(37.0)
+  assert summary["random_init"]["std"] == pytest.approx(1.75 ** 0.5)  # sample variance 3.5 / 2
+  electra = summary["electra_4"]
+  assert electra["mean"] == pytest.approx(38.0) and electra["std"] == pytest.approx(1.0)
+  # Higher on seeds 1 and 3, lower on 2; t = 1 / sqrt(1 / 3 + 1.75 / 3).
+  assert electra["against_random_init"] == pytest.approx(
+      {"difference": 1.0, "common_seeds": 3, "higher_on_seeds": 2,
+       "welch_t": 1.0 / (2.75 / 3) ** 0.5})
+  # One run: a difference and a seed count, but no t; std 0.
+  single = summary["mlm_6"]
+  assert single["std"] == 0.0 and single["against_random_init"] == pytest.approx(
+      {"difference": 3.0, "common_seeds": 1, "higher_on_seeds": 1, "welch_t": None})
+  # Only the seeds both starts ran are paired (seed 4 is this start's alone).
+  assert summary["mlm_9"]["against_random_init"]["common_seeds"] == 2
+  assert summary["mlm_9"]["against_random_init"]["higher_on_seeds"] == 1
+  # No spread on either side: no t rather than a division by zero.
+  assert out["flat"] == {"difference": 1.0, "common_seeds": 2, "higher_on_seeds": 2,
+                         "welch_t": None}
 
 
 def test_task_text_of_a_question_answering_task_is_a_one_line_error(repo_root, tmp_path):

@@ -27,10 +27,12 @@ Stages (rerun the same command to resume; finished work is kept):
      at --finetune_at and from random initialisation, one run per --seeds seed;
      --finetuning_name=NAME keeps a second setting (other --train_examples or
      --finetuning_hparams) beside the first, over the same checkpoints;
-  4. work_dir/results.json, and the figures work_dir/pretraining.png (eval
-     metrics against steps and against FLOPs) and work_dir/downstream.png
-     (dev metric, mean and standard deviation over seeds;
-     downstream_NAME.png for a --finetuning_name).
+  4. work_dir/results.json (for each start: its runs, their mean and standard
+     deviation, and against random initialisation the difference, the seeds
+     on which it scored higher and Welch's t), and the figures
+     work_dir/pretraining.png (eval metrics against steps and against FLOPs)
+     and work_dir/downstream.png (dev metric, mean and standard deviation over
+     seeds; downstream_NAME.png for a --finetuning_name).
 
 The same learning rate, warm-up, batch and sequence length serve both
 objectives; only the objective (and so the steps a FLOPs budget buys) differs.
@@ -46,7 +48,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from absl import flags
 
@@ -108,7 +110,9 @@ flags.DEFINE_boolean("masked_lm", True,
                      "(--nomasked_lm: ELECTRA against random initialisation only).")
 flags.DEFINE_integer("stats_batches", 10,
                      "Held-out batches over which the encoders' token vectors are measured.")
-flags.DEFINE_boolean("plots_only", False, "Redraw the figures from results.json.")
+flags.DEFINE_boolean("plots_only", False,
+                     "Recompute the fine-tuning summaries and redraw the figures from "
+                     "results.json.")
 flags.mark_flag_as_required("work_dir")
 
 
@@ -362,6 +366,48 @@ def finetune(setting_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str
 
 
 # ----------------------------------------------------------------- figures
+def mean_std(values: List[float]) -> Tuple[float, float]:
+  """Mean and sample standard deviation (n - 1 in the denominator; 0 for one value)."""
+  centre = sum(values) / len(values)
+  return centre, (sum((v - centre) ** 2 for v in values) / max(1, len(values) - 1)) ** 0.5
+
+
+def compare_runs(runs: Dict[str, float], baseline: Dict[str, float]) -> Dict:
+  """How one start's fine-tuning runs compare with the baseline's.
+
+  runs, baseline: {seed: dev metric}. Returns difference (mean of runs minus
+  mean of baseline), higher_on_seeds and common_seeds (the seeds both ran, and
+  on how many of them runs scored higher: the same seed means the same data
+  order, head initialisation and dropout), and welch_t (the difference over
+  sqrt(std_runs^2 / n_runs + std_baseline^2 / n_baseline); None with fewer
+  than 2 runs a side or no spread at all).
+  """
+  (ours, ours_std), (theirs, theirs_std) = mean_std(list(runs.values())), mean_std(
+      list(baseline.values()))
+  common = sorted(set(runs) & set(baseline))
+  comparison = {"difference": ours - theirs, "common_seeds": len(common),
+                "higher_on_seeds": sum(runs[s] > baseline[s] for s in common), "welch_t": None}
+  spread = (ours_std ** 2 / len(runs) + theirs_std ** 2 / len(baseline)) ** 0.5
+  if len(runs) > 1 and len(baseline) > 1 and spread > 0:
+    comparison["welch_t"] = comparison["difference"] / spread
+  return comparison
+
+
+def summarise_starts(starts: Dict[str, Dict]) -> None:
+  """Fills each start's summary in place from its runs: mean, std (mean_std) and,
+  for every start but random_init, against_random_init (compare_runs).
+
+  starts: {start: {"runs": {seed: metric}, ...}}, one task of one setting.
+  """
+  baseline = starts.get("random_init", {}).get("runs")
+  for name, summary in starts.items():
+    if not summary["runs"]:
+      continue
+    summary["mean"], summary["std"] = mean_std(list(summary["runs"].values()))
+    if name != "random_init" and baseline:
+      summary["against_random_init"] = compare_runs(summary["runs"], baseline)
+
+
 def plot(results: Dict, work_dir: pathlib.Path) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -466,11 +512,14 @@ def run_study() -> int:
   results = json.loads(results_path.read_text()) if results_path.exists() else {}
 
   def save() -> None:
+    for key in finetuning_settings(results):
+      for starts in results.get(key, {}).values():
+        summarise_starts(starts)
     fileio.atomic_write_text(str(results_path), json.dumps(results, indent=1, sort_keys=True))
     plot(results, work_dir)
 
   if FLAGS.plots_only:
-    plot(results, work_dir)
+    save()
     return 0
   eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at})
   if eval_at[-1] > FLAGS.steps:
@@ -526,12 +575,9 @@ def run_study() -> int:
         metrics = finetune(work_dir / key, data_root, data["vocab_file"], init, checkpoint, task,
                            int(seed), electra.vocab_size)
         summary["runs"][seed] = metrics[metric]
+        summary["metric"] = metric
         log(f"{task} from {init}, seed {seed}: {metric} {metrics[metric]:.2f} "
             f"({time.time() - start:.0f} s)")
-        values = list(summary["runs"].values())
-        mean = sum(values) / len(values)
-        summary.update(metric=metric, mean=mean, std=(sum((v - mean) ** 2 for v in values)
-                                                       / max(1, len(values) - 1)) ** 0.5)
         save()
   save()
   log(f"done: {results_path}, {work_dir / 'pretraining.png'}, "
