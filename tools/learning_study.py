@@ -460,33 +460,42 @@ def downstream_figure(work_dir: pathlib.Path, key: str) -> pathlib.Path:
 
 
 def plot_downstream(downstream: Dict, path: pathlib.Path) -> None:
-  """Bars of each task's dev metric per start (mean ± std over the seeds) to path."""
+  """Bars of each task's dev metric per start (mean ± std over the seeds), each
+  seed's run as a dot, random initialisation's mean as a dotted line, to path."""
   from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
   tasks = sorted(downstream)
   if not tasks:
     return
   figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
   for axis, task in zip(axes[0], tasks):
-    labels, means, stds = [], [], []
+    labels, means, stds, runs = [], [], [], []
     # Random initialisation first, then the checkpoints (<objective>_<step>) by step.
     for init, summary in sorted(downstream[task].items(), key=lambda item: (
         -1 if item[0] == "random_init" else int(item[0].rsplit("_", 1)[1]))):
       labels.append(init.replace("_", "\n"))
       means.append(summary["mean"])
       stds.append(summary["std"])
+      runs.append(list(summary["runs"].values()))
     axis.bar(range(len(labels)), means, yerr=stds, capsize=4,
              color=["#999999" if "random" in l else "#3b75af" if "electra" in l else "#e07b39"
                     for l in labels])
+    for position, values in enumerate(runs):
+      spread = [0.25 * (i / max(1, len(values) - 1) - 0.5) for i in range(len(values))]
+      axis.plot([position + dx for dx in spread], values, ".", color="black", markersize=4,
+                alpha=0.6)
+    if "random_init" in downstream[task]:
+      axis.axhline(downstream[task]["random_init"]["mean"], color="#555555", linestyle=":",
+                   linewidth=1)
     axis.set_xticks(range(len(labels)))
     axis.set_xticklabels(labels, fontsize=8)
     seeds = max(len(summary["runs"]) for summary in downstream[task].values())
-    axis.set_title(f"{task}: dev {TASK_METRIC.get(task, '')} (mean ± std, "
-                   f"{seeds} seeds)", fontsize=10)
+    axis.set_title(f"{task}: dev {TASK_METRIC.get(task, '')} (mean ± std, dots: "
+                   f"{seeds} seeds; dotted: random init)", fontsize=10)
     axis.grid(axis="y", alpha=0.3)
-    low = min(m - s for m, s in zip(means, stds))
+    low = min(min(m - s for m, s in zip(means, stds)), min(map(min, runs)))
+    high = max(max(m + s for m, s in zip(means, stds)), max(map(max, runs)))
     # A metric that goes below 0 (CoLA's MCC) keeps its negative bars in view.
-    axis.set_ylim(low - 2 if low < 0 else max(0.0, low - 5),
-                  max(m + s for m, s in zip(means, stds)) + 2)
+    axis.set_ylim(low - 2 if low < 0 else max(0.0, low - 5), high + 2)
     if low < 0:
       axis.axhline(0.0, color="black", linewidth=0.8)
   figure.tight_layout()
