@@ -14,7 +14,7 @@ python3 -m tools.learning_study --work_dir=$D/study --corpus_dir=$D/corpus/train
 python3 -m tools.learning_study --work_dir=$D/study --corpus_dir=$D/corpus/train \
   --heldout_file=$D/corpus/heldout/heldout.txt --steps=6000 \
   --eval_at=500,1000,2000,3000,4000,6000 --tasks=chunk,sst --hparams="$H" \
-  --finetune_at=6000 --train_examples=100 --seeds=1,2,3,4,5,6,7,8,9,10 \
+  --finetune_at=2000,6000 --train_examples=100 --seeds=1,2,3,4,5,6,7,8,9,10 \
   --finetuning_hparams='{"learning_rate": 3e-4, "num_train_epochs": 30.0}' \
   --finetuning_name=labels100
 # The recipe's own levers, one setting each, ELECTRA only, to step 2,000 (compare with the
