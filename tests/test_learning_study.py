@@ -151,7 +151,8 @@ def test_fine_tuning_summaries_compare_each_start_with_random_init(repo_root):
             "mlm_6": {"runs": {"1": 40.0}},
             "mlm_9": {"runs": {"1": 37.0, "2": 37.0, "4": 37.0}}}
   code = ("import json, sys; from tools import learning_study as s; "
-          "starts = json.load(sys.stdin); s.summarise_starts(starts); "
+          "starts = json.load(sys.stdin); "
+          "s.summarise_starts(starts, {'electra_4': 'mlm_9', 'electra_2': 'mlm_3'}); "
           "print(json.dumps({'starts': starts, 'flat': s.compare_runs("
           "{'1': 2.0, '2': 2.0}, {'1': 1.0, '2': 1.0})}))")
   run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
@@ -169,6 +170,12 @@ def test_fine_tuning_summaries_compare_each_start_with_random_init(repo_root):
   assert electra["against_random_init"] == pytest.approx(
       {"difference": 1.0, "common_seeds": 3, "higher_on_seeds": 2,
        "welch_t": 1.0 / (2.75 / 3) ** 0.5})
+  # ELECTRA against its FLOPs-equal masked LM: mean 38 against 37; seeds 1 and 2
+  # paired, higher on seed 2 only (seed 1 ties at 37); t = 1 / sqrt(1 / 3 + 0 / 3).
+  assert electra["against_masked_lm"] == pytest.approx(
+      {"difference": 1.0, "common_seeds": 2, "higher_on_seeds": 1,
+       "welch_t": 1.0 / (1.0 / 3) ** 0.5})
+  assert "against_masked_lm" not in summary["mlm_9"]
   # One run: a difference and a seed count, but no t; std 0.
   single = summary["mlm_6"]
   assert single["std"] == 0.0 and single["against_random_init"] == pytest.approx(

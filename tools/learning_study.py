@@ -28,8 +28,9 @@ Stages (rerun the same command to resume; finished work is kept):
      --finetuning_name=NAME keeps a second setting (other --train_examples or
      --finetuning_hparams) beside the first, over the same checkpoints;
   4. work_dir/results.json (for each start: its runs, their mean and standard
-     deviation, and against random initialisation the difference, the seeds
-     on which it scored higher and Welch's t), and the figures
+     deviation, and against random initialisation, and for ELECTRA against the
+     FLOPs-equal masked LM, the difference, the seeds on which it scored
+     higher and Welch's t), and the figures
      work_dir/pretraining.png (eval metrics against steps and against FLOPs)
      and work_dir/downstream.png (dev metric, mean and standard deviation over
      seeds; downstream_NAME.png for a --finetuning_name).
@@ -393,11 +394,14 @@ def compare_runs(runs: Dict[str, float], baseline: Dict[str, float]) -> Dict:
   return comparison
 
 
-def summarise_starts(starts: Dict[str, Dict]) -> None:
-  """Fills each start's summary in place from its runs: mean, std (mean_std) and,
-  for every start but random_init, against_random_init (compare_runs).
+def summarise_starts(starts: Dict[str, Dict], flops_equal: Dict[str, str]) -> None:
+  """Fills each start's summary in place from its runs: mean, std (mean_std);
+  for every start but random_init, against_random_init; and for an ELECTRA
+  start whose FLOPs-equal masked-LM start ran too, against_masked_lm
+  (compare_runs).
 
   starts: {start: {"runs": {seed: metric}, ...}}, one task of one setting.
+  flops_equal: {"electra_<step>": "mlm_<step>"}, the pairs that cost the same.
   """
   baseline = starts.get("random_init", {}).get("runs")
   for name, summary in starts.items():
@@ -406,6 +410,9 @@ def summarise_starts(starts: Dict[str, Dict]) -> None:
     summary["mean"], summary["std"] = mean_std(list(summary["runs"].values()))
     if name != "random_init" and baseline:
       summary["against_random_init"] = compare_runs(summary["runs"], baseline)
+    masked_lm = starts.get(flops_equal.get(name), {}).get("runs")
+    if masked_lm:
+      summary["against_masked_lm"] = compare_runs(summary["runs"], masked_lm)
 
 
 def plot(results: Dict, work_dir: pathlib.Path) -> None:
@@ -521,9 +528,11 @@ def run_study() -> int:
   results = json.loads(results_path.read_text()) if results_path.exists() else {}
 
   def save() -> None:
+    flops_equal = {f"electra_{step}": f"mlm_{mlm_step}" for step, mlm_step in
+                   results.get("settings", {}).get("mlm_steps", {}).items()}
     for key in finetuning_settings(results):
       for starts in results.get(key, {}).values():
-        summarise_starts(starts)
+        summarise_starts(starts, flops_equal)
     fileio.atomic_write_text(str(results_path), json.dumps(results, indent=1, sort_keys=True))
     plot(results, work_dir)
 
