@@ -85,6 +85,8 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   against = sst["electra_4"]["against_random_init"]
   assert against["difference"] == pytest.approx(
       sst["electra_4"]["mean"] - sst["random_init"]["mean"]) and against["common_seeds"] == 1
+  assert sst["electra_4"]["against_masked_lm"]["difference"] == pytest.approx(
+      sst["electra_4"]["mean"] - sst[f"mlm_{mlm_steps[4]}"]["mean"])
   # The electra run fine-tuned from the step-4 checkpoint of the study's model.
   config = json.loads((work_dir / "finetuning" / "runs" / "sst_electra_4_seed1" /
                        "finetuning_config.json").read_text())
