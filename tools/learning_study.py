@@ -428,6 +428,10 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
              ["encoder_effective_rank"]),
             ("encoder: mean cosine between its token vectors\n(dotted: random initialisation)",
              ["encoder_mean_cosine"])]
+  # Panels with nothing to show (a results.json from before the encoder statistics) are left out.
+  panels = [(title, keys) for title, keys in panels
+            if any(key in evals for run in runs.values() for evals in run["evals"].values()
+                   for key in keys)]
   colors = {"electra": "#3b75af", "mlm": "#e07b39"}
   styles = ["o-", "s--", "^:"]
   figure, axes = pyplot.subplots(2, len(panels), figsize=(5 * len(panels), 7.5))
