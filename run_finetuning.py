@@ -2,7 +2,5 @@
 
 from electra_tf.commands import finetune
 
-__doc__ = finetune.__doc__  # absl's --help shows the __main__ module's docstring: the usage
-
 if __name__ == "__main__":
   finetune.run()

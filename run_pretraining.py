@@ -2,7 +2,5 @@
 
 from electra_tf.commands import pretrain
 
-__doc__ = pretrain.__doc__  # absl's --help shows the __main__ module's docstring: the usage
-
 if __name__ == "__main__":
   pretrain.run()

@@ -1,8 +1,12 @@
 """Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner) (the command: electra_tf/commands/build_vocab.py)."""
 
-from electra_tf.commands import build_vocab
+import os
+import sys
 
-__doc__ = build_vocab.__doc__  # absl's --help shows the __main__ module's docstring: the usage
+# The checkout's own package, whether or not it is installed.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from electra_tf.commands import build_vocab  # noqa: E402
 
 if __name__ == "__main__":
   build_vocab.run()

@@ -1,4 +1,4 @@
-"""Speed of the pre-training step, of the input pipeline, or of an export's
+r"""Speed of the pre-training step, of the input pipeline, or of an export's
 signatures; the last line printed is one JSON object (its fields:
 docs/performance.md, "The benchmark's JSON").  The code is in
 electra_tf/bench/ (step.py, input_pipeline.py, serving.py).

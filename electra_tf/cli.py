@@ -7,7 +7,13 @@ Every command of the project (`run_pretraining.py`, `run_finetuning.py`,
   * a bad flag, a positional argument, or a bad input (a `USER_ERRORS`
     exception: flag, hparam, file) ends the command with ONE line on stderr,
     `<program>: error: <what is wrong>`, and exit status 2;
-  * otherwise the exit status is what `main()` returns (None: 0).
+  * otherwise the exit status is what `main()` returns (None: 0);
+  * `--help` prints the command's docstring and its own flags (those of the
+    command's module and the shared ones of this module); `--helpfull` adds
+    absl's and TensorFlow's;
+  * flag names may be written with hyphens, as the official scripts' command
+    lines do (`--data-dir DIR --model-name NAME` is `--data_dir=DIR
+    --model_name=NAME`).
 
 Set ELECTRA_TF_TRACEBACK=1 to see the traceback behind a one-line error.
 """
@@ -57,6 +63,25 @@ def one_line_errors(program: str = os.path.basename(sys.argv[0])):
     _fail(program, error_message(e))
 
 
+def underscored_flag_names(argv: Sequence[str],
+                           known: Optional[flags.FlagValues] = None) -> List[str]:
+  """`--data-dir` -> `--data_dir` (the official scripts' spelling) where the
+  underscored name is a flag of `known` (default: every defined flag); values
+  and other arguments unchanged."""
+  known = flags.FLAGS if known is None else known
+  result = [argv[0]] if argv else []
+  for arg in argv[1:]:
+    name, sep, value = arg.partition("=")
+    if name.startswith("--") and "-" in name[2:]:
+      bare = name[2:].replace("-", "_")
+      if bare in known:
+        arg = f"--{bare}{sep}{value}"
+      elif bare.startswith("no_") and bare[3:] in known:  # --no-do-lower-case
+        arg = f"--no{bare[3:]}{sep}{value}"
+    result.append(arg)
+  return result
+
+
 def flags_parser(program: str = os.path.basename(sys.argv[0])):
   """An `absl.app.run(flags_parser=...)` that reports a bad flag as one line.
 
@@ -66,16 +91,32 @@ def flags_parser(program: str = os.path.basename(sys.argv[0])):
 
   def parse(argv: Sequence[str]) -> List[str]:
     try:
-      return flags.FLAGS(list(argv))
+      return flags.FLAGS(underscored_flag_names(argv))
     except flags.Error as e:
       _fail(program, error_message(e))
 
   return parse
 
 
+def _show_own_flags_in_help(command_module: str) -> None:
+  """Makes absl's `--help` show the command: its module's docstring and its
+  own flags (absl shows `__main__`'s docstring and the key flags of the
+  module at sys.argv[0], which for a console script or a thin wrapper defines
+  none)."""
+  module = sys.modules.get(command_module)
+  main_module = sys.modules["__main__"]
+  if module is not None and module is not main_module and module.__doc__:
+    main_module.__doc__ = module.__doc__
+  by_module = flags.FLAGS.flags_by_module_dict()
+  for name in (command_module, __name__):
+    for flag in by_module.get(name, ()):
+      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run(main: Callable[[], Optional[int]],
         program: str = os.path.basename(sys.argv[0])) -> NoReturn:
   """Parses the absl flags and runs `main()` under the contract above."""
+  _show_own_flags_in_help(main.__module__)
 
   def absl_main(argv: Sequence[str]) -> int:
     if len(argv) > 1:

@@ -13,6 +13,12 @@ locations) and the machinery of both:
     (`_apply_job_defaults`: debug, model-size and task settings), the user's
     values again (they win over those), then derived values and paths
     (`_derive`) and `validate`;
+  * what a checkpoint was built with travels with it: the architecture
+    recorded beside the checkpoint the job reads (`recorded_hparams`: a
+    pre-training model_dir's `electra_config.json`, the `hparams.json` of
+    `convert --from_hf`) fills every architecture hparam the user did not
+    give, and a given value that contradicts it is a one-line error naming
+    both; `vocab_size` defaults to the vocab file's entry count;
   * an unknown hparam, a value of the wrong JSON type and a value out of
     range are a one-line `ConfigError` naming the hparam;
   * `parse_hparams` reads `--hparams` (a JSON object or a .json file).
@@ -26,6 +32,7 @@ import os
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 from electra_tf.errors import ConfigError
+from electra_tf.vocab_file import load_vocab
 
 MODEL_SIZES = ("small", "base", "large")
 # --strategy values (distribution.create_strategy); fine-tuning runs on one host.
@@ -35,6 +42,22 @@ FINETUNING_STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
 MIXED_PRECISIONS = (None, "bfloat16", "float16")
 # The `optimizer` hparam: the official AdamWeightDecay, or LAMB (optimization.Lamb).
 OPTIMIZERS = ("adamw", "lamb")
+
+# What a checkpoint's directory records about its model: a pre-training
+# model_dir's architecture record, and the hparams `convert --from_hf` writes.
+ARCHITECTURE_RECORD = "electra_config.json"
+IMPORTED_HPARAMS = "hparams.json"
+VOCAB_NAME = "vocab.txt"  # the model's vocab, beside its checkpoints
+# The hparams such a record fixes: the architecture and the casing.
+RECORDED_KEYS = ("model_size", "vocab_size", "embedding_size", "model_hparam_overrides",
+                 "do_lower_case", "electra_objective", "electric_objective",
+                 "two_tower_generator", "untied_generator", "untied_generator_embeddings",
+                 "uniform_generator", "generator_hidden_size", "generator_layers")
+# The ModelConfig fields that shape the weights (a recorded value wins over
+# the defaults; a user's different value contradicts the checkpoint).
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+              "intermediate_size", "hidden_act", "max_position_embeddings",
+              "type_vocab_size")
 
 # hidden size and number of layers per model size (official get_bert_config).
 _SIZE_ARCH = {
@@ -152,25 +175,50 @@ class JobConfig:
   # ---------------------------------------------------------------- creation
   @classmethod
   def create(cls, hparams: Optional[Mapping[str, Any]] = None, *, data_dir: str = "",
-             model_name: str = "electra", **flags: Any):
-    """Resolves defaults, hparams and flags in the official order (module doc)."""
+             model_name: str = "electra", checkpoint: Optional[str] = None, **flags: Any):
+    """Resolves defaults, hparams and flags in the official order (module doc).
+
+    The recorded architecture comes from `checkpoint` (a prefix or directory
+    the model's weights are read from) when given, else from the job's own
+    places (`_checkpoint_dirs`).
+    """
     user = dict(hparams or {})
     user.update({key: value for key, value in flags.items() if value is not None})
     cls.check_hparams(user)
+    config = cls._resolve(user, data_dir, model_name)
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    for directory in [checkpoint] if checkpoint else config._checkpoint_dirs():
+      found = recorded_hparams(directory)
+      if found:
+        recorded, source = found
+        user = with_recorded(user, {k: v for k, v in recorded.items() if k in fields}, source)
+        config = cls._resolve(user, data_dir, model_name)
+    if "vocab_size" not in user and os.path.isfile(config.vocab_file):
+      config.vocab_size = len(load_vocab(config.vocab_file))
+    config.validate()
+    return config
+
+  @classmethod
+  def _resolve(cls, user: Mapping[str, Any], data_dir: str, model_name: str):
     config = cls(model_name=model_name, data_dir=data_dir)
     config.update(user)
     config._apply_job_defaults()
     config.update(user)
     config._derive()
-    config.validate()
     return config
 
   @classmethod
   def from_flags(cls, hparams_text: Optional[str], flags: Mapping[str, Any], *,
-                 data_dir: Optional[str] = None, model_name: Optional[str] = None):
+                 data_dir: Optional[str] = None, model_name: Optional[str] = None,
+                 checkpoint: Optional[str] = None):
     """`--hparams` plus the flags that share an hparam's name (flags win)."""
     return cls.create(parse_hparams(hparams_text), data_dir=data_dir or "",
-                      model_name=model_name or "electra", **flags)
+                      model_name=model_name or "electra", checkpoint=checkpoint, **flags)
+
+  def _checkpoint_dirs(self) -> list:
+    """Where this job's own checkpoints may already be (a rerun, an
+    evaluation): their records count as the user's architecture."""
+    return []
 
   def update(self, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
@@ -237,6 +285,86 @@ class JobConfig:
 
   def to_json(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+# ------------------------------------------------------- recorded hparams
+def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
+  """(hparams, record path) of the model a checkpoint holds, or None.
+
+  `checkpoint` is a prefix (`DIR/ckpt-20`) or a directory; its directory's
+  `electra_config.json` (pre-training) or `hparams.json` (`convert
+  --from_hf`) gives the RECORDED_KEYS.  Google's released checkpoints and
+  remote paths have no record: None.
+  """
+  directory = checkpoint_directory(checkpoint)
+  path = os.path.join(directory, ARCHITECTURE_RECORD)
+  if os.path.isfile(path):
+    return hparams_of_architecture(_read_json_object(path)), path
+  path = os.path.join(directory, IMPORTED_HPARAMS)
+  if os.path.isfile(path):
+    values = _read_json_object(path)
+    return {key: values[key] for key in RECORDED_KEYS if key in values}, path
+  return None
+
+
+def checkpoint_directory(checkpoint: str) -> str:
+  """The directory of a checkpoint given as a directory or a prefix."""
+  return checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+
+
+def recorded_vocab(checkpoint: Optional[str]) -> Optional[str]:
+  """The vocab.txt beside a checkpoint (pre-training copies its vocab into
+  model_dir, `convert --from_hf` writes one), or None."""
+  if not checkpoint:
+    return None
+  path = os.path.join(checkpoint_directory(checkpoint), VOCAB_NAME)
+  return path if os.path.isfile(path) else None
+
+
+def hparams_of_architecture(record: Mapping[str, Any]) -> Dict[str, Any]:
+  """The hparams that rebuild the model of an architecture record
+  (`PretrainingConfig.architecture()`): the discriminator's shape goes in
+  model_hparam_overrides."""
+  hparams = {key: record[key] for key in RECORDED_KEYS if key in record}
+  encoder = record.get("discriminator", {})
+  hparams["model_hparam_overrides"] = {key: encoder[key] for key in SHAPE_KEYS
+                                       if key in encoder}
+  return hparams
+
+
+def with_recorded(user: Mapping[str, Any], recorded: Mapping[str, Any],
+                  source: str) -> Dict[str, Any]:
+  """The user's hparams completed by a checkpoint's recorded ones.
+
+  A user's value that contradicts the record (a model_hparam_overrides
+  entry that shapes the weights included) is a ConfigError naming both.
+  """
+  merged = dict(user)
+  for key, value in recorded.items():
+    if key == "model_hparam_overrides":
+      given = dict(user.get(key) or {})
+      for name in SHAPE_KEYS:
+        if name in given and name in value and given[name] != value[name]:
+          raise ConfigError(f"hparam model_hparam_overrides: {name} {given[name]!r} "
+                            f"contradicts the {value[name]!r} that {source} records")
+      merged[key] = {**value, **given}
+    elif key in user and user[key] != value:
+      raise ConfigError(f"hparam {key}: {user[key]!r} contradicts the {value!r} that "
+                        f"{source} records")
+    else:
+      merged[key] = value
+  return merged
+
+
+def _read_json_object(path: str) -> Dict[str, Any]:
+  try:
+    with open(path, encoding="utf-8") as f:
+      values = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ConfigError(f"{path}: unreadable ({e})") from None
+  if not isinstance(values, dict):
+    raise ConfigError(f"{path}: expected a JSON object")
+  return values
 
 
 # ---------------------------------------------------------------- hparams I/O

@@ -1,4 +1,4 @@
-"""Converts checkpoints between Google's official TF1 layout and the project's.
+r"""Converts checkpoints between Google's official TF1 layout and the project's.
 
   python -m electra_tf.convert --official_checkpoint=PREFIX --hparams=JSON \
       --output_dir=DIR
@@ -210,20 +210,26 @@ def _define_flags() -> None:
   flags.DEFINE_string("to_hf", None, "New directory for transformers folders of --checkpoint.")
   flags.DEFINE_list("from_hf", None, "transformers ELECTRA folder(s): DISC_DIR or "
                     "DISC_DIR,GEN_DIR (safetensors) to convert to --output_dir.")
-  flags.DEFINE_string("vocab_file", None, "--to_hf: the model's WordPiece vocab.")
-  flags.DEFINE_boolean("do_lower_case", True, "--to_hf: the model was trained lower-cased.")
+  flags.DEFINE_string("vocab_file", None, "--to_hf: the model's WordPiece vocab (default: "
+                      "the vocab.txt beside the checkpoint).")
+  flags.DEFINE_boolean("do_lower_case", None, "--to_hf: the model was trained lower-cased "
+                       "(default: what the checkpoint records, else true).")
   flags.DEFINE_boolean("encoder_only", False, "--to_hf: export the discriminator encoder "
                        "alone as ElectraModel (fine-tuned checkpoints).")
 
 
 def main() -> int:
   if FLAGS.to_hf:
-    if not (FLAGS.checkpoint and FLAGS.vocab_file):
-      raise ValueError("--to_hf needs --checkpoint and --vocab_file (and --hparams)")
-    config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+    vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
+    if not (FLAGS.checkpoint and vocab_file):
+      raise ValueError("--to_hf needs --checkpoint and --vocab_file (no vocab.txt lies "
+                       "beside the checkpoint)")
+    config = PretrainingConfig.from_flags(
+        FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
+        checkpoint=FLAGS.checkpoint)
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    for folder in project_to_hf(FLAGS.checkpoint, config, FLAGS.vocab_file,
-                                FLAGS.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only, command):
+    for folder in project_to_hf(FLAGS.checkpoint, config, vocab_file,
+                                config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only, command):
       print(f"wrote {folder}")
     return 0
   if FLAGS.from_hf:
@@ -239,7 +245,8 @@ def main() -> int:
   elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
     raise ValueError("give --official_checkpoint=PREFIX, or --to_official with "
                      "--checkpoint=PATH")
-  config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+  config = PretrainingConfig.from_flags(FLAGS.hparams, {},
+                                        checkpoint=FLAGS.checkpoint or FLAGS.official_checkpoint)
   if FLAGS.to_official:
     written = project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:

@@ -62,13 +62,9 @@ def window_means(values: Mapping[int, float], windows: Sequence[range]
   return means
 
 
-def plot_curves(path: str, train: Scalars, evaluation: Scalars,
-                title: str = "") -> str:
-  """Draws the training scalars and the evaluation metrics into a PNG."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
-
+def curve_panels(train: Scalars, evaluation: Scalars) -> list:
+  """The panels of curves.png: (title, [(tag, values)], evaluation?), the
+  empty ones left out."""
   panels = [(name, [(tag, train[tag]) for tag in tags if train.get(tag)], False)
             for name, tags in _PANELS]
   shown = {tag for _, tags in _PANELS for tag in tags}
@@ -77,15 +73,27 @@ def plot_curves(path: str, train: Scalars, evaluation: Scalars,
   panels += [(name, [(tag, evaluation[tag]) for tag in tags if evaluation.get(tag)], True)
              for name, tags in _EVAL_PANELS]
   # Other evaluation scalars: fine-tuning's "<task>/<metric>" in a panel per
-  # task, the rest (e.g. the official disc_auc) together.
+  # task, the rest (e.g. the official disc_auc) together; losses apart from
+  # rates, so that each panel has one scale.
   grouped: Dict[str, list] = {}
   shown = {tag for _, tags in _EVAL_PANELS for tag in tags}
   for tag, values in sorted(evaluation.items()):
     if tag not in shown and values:
       name = "eval: " + (tag.split("/")[0] if "/" in tag else "other")
+      name += " (losses)" if "loss" in tag else ""
       grouped.setdefault(name, []).append((tag, values))
   panels += [(name, series, True) for name, series in grouped.items()]
-  panels = [panel for panel in panels if panel[1]]
+  return [panel for panel in panels if panel[1]]
+
+
+def plot_curves(path: str, train: Scalars, evaluation: Scalars,
+                title: str = "") -> str:
+  """Draws the training scalars and the evaluation metrics into a PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+
+  panels = curve_panels(train, evaluation)
   columns = 3
   rows = max(1, -(-len(panels) // columns))
   figure, axes = pyplot.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows),

@@ -1,4 +1,4 @@
-"""Exports the discriminator as a TensorFlow SavedModel.
+r"""Exports the discriminator as a TensorFlow SavedModel.
 
   python -m electra_tf.export --checkpoint=PATH --hparams=JSON \
       --vocab_file=VOCAB --export_dir=DIR [--nodo_lower_case] [--nostrip_accents]
@@ -36,6 +36,7 @@ from absl import flags
 
 from electra_tf import checkpoints
 from electra_tf import cli
+from electra_tf import config as config_lib
 from electra_tf import tokenization
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
@@ -50,10 +51,11 @@ def _define_flags() -> None:
                       "Project or official checkpoint (prefix or directory).")
   flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
   flags.DEFINE_string("vocab_file", None,
-                      "The model's WordPiece vocab, for the `text` signature (needed with "
-                      "--signatures=ids,text).")
-  flags.DEFINE_boolean("do_lower_case", True,
-                       "Lower-case texts (as the model's training data were).")
+                      "The model's WordPiece vocab, for the `text` signature (default: the "
+                      "vocab.txt beside the checkpoint).")
+  flags.DEFINE_boolean("do_lower_case", None,
+                       "Lower-case texts (as the model's training data were; default: "
+                       "what the checkpoint records, else true).")
   flags.DEFINE_boolean("strip_accents", True,
                        "Strip accents when lower-casing (as the model's training data).")
   flags.DEFINE_string("export_dir", None, "New directory for the SavedModel.")
@@ -62,16 +64,20 @@ def _define_flags() -> None:
 
 
 def main() -> int:
-  config = PretrainingConfig.from_flags(FLAGS.hparams, {})
+  vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
+  config = PretrainingConfig.from_flags(
+      FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
+      checkpoint=FLAGS.checkpoint)
   tokenizer = None
   if cli.export_text_signature(FLAGS.signatures):
-    if not FLAGS.vocab_file:
-      raise ValueError("--vocab_file is required for the text signature "
-                       "(or export the ids signature alone: --signatures=ids)")
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+    if not vocab_file:
+      raise ValueError("--vocab_file is required for the text signature: there is no "
+                       f"vocab.txt beside {FLAGS.checkpoint} (or export the ids signature "
+                       "alone: --signatures=ids)")
+    tokenizer = tokenization.FullTokenizer(vocab_file, config.do_lower_case,
                                            FLAGS.strip_accents)
-    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, FLAGS.vocab_file)
-    tokenization.special_ids(tokenizer.vocab, FLAGS.vocab_file)
+    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, vocab_file)
+    tokenization.special_ids(tokenizer.vocab, vocab_file)
   prefix = checkpoints.resolve_checkpoint(FLAGS.checkpoint)
   pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix)

@@ -38,6 +38,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from electra_tf.errors import DataError
+from electra_tf.vocab_file import load_vocab  # noqa: F401  (the vocab API lives here too)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
@@ -48,33 +49,6 @@ _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 
 
 # ---------------------------------------------------------------- vocab
-def load_vocab(path: str) -> Dict[str, int]:
-  """Token -> id, the id being the 0-based line number (official load_vocab)."""
-  path = os.fspath(path)
-  if not os.path.isfile(path):
-    raise DataError(f"vocab file {path}: does not exist")
-  with open(path, "rb") as f:
-    raw_lines = f.read().split(b"\n")
-  if raw_lines and not raw_lines[-1]:
-    raw_lines.pop()  # the final newline ends the last token, it adds none
-  vocab: Dict[str, int] = {}
-  for line_no, raw in enumerate(raw_lines, start=1):
-    try:
-      token = raw.decode("utf-8").strip()
-    except UnicodeDecodeError as e:
-      raise DataError(f"vocab file {path}: line {line_no} is not valid UTF-8 "
-                      f"({e.reason} at byte {e.start})") from None
-    if not token:
-      raise DataError(f"vocab file {path}: line {line_no} is empty")
-    if token in vocab:
-      raise DataError(f"vocab file {path}: token {token!r} on line {line_no} "
-                      f"repeats line {vocab[token] + 1}")
-    vocab[token] = line_no - 1
-  if not vocab:
-    raise DataError(f"vocab file {path}: is empty")
-  return vocab
-
-
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:
   """Ids of the special tokens that data preparation and masking rely on."""

@@ -439,12 +439,16 @@ def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-  """When the loop stops to log and save (all in steps)."""
+  """When the loop stops to log, save and evaluate (all in steps)."""
   total_steps: int
   log_every: int
   save_every: int
   steps_per_loop: int  # the official iterations_per_loop
   batch_size: int  # global, for sequences/s
+  # Every eval_every steps before the end (0: never), after the checkpoint of
+  # that step is saved: evaluate(step).
+  eval_every: int = 0
+  evaluate: Optional[Callable[[int], None]] = None
 
 
 def _next_multiple(step: int, every: int) -> int:
@@ -463,6 +467,7 @@ def train_to_end(step_loop, iterator, optimizer, manager: tf.train.CheckpointMan
     while step < schedule.total_steps:
       boundary = min(_next_multiple(step, schedule.log_every),
                      _next_multiple(step, schedule.save_every),
+                     _next_multiple(step, schedule.eval_every or schedule.total_steps),
                      step + schedule.steps_per_loop, schedule.total_steps)
       try:
         losses, faulty_step, stopping = step_loop(
@@ -511,8 +516,12 @@ def _after_loop(losses, faulty_step, optimizer, manager, schedule: Schedule, wri
       for name, value in values.items():
         tf.summary.scalar(name, value)
     stop_points.reached("step_logged")
-  if step % schedule.save_every == 0 or step == schedule.total_steps:
+  evaluating = (schedule.evaluate is not None and schedule.eval_every > 0 and
+                step % schedule.eval_every == 0 and step < schedule.total_steps)
+  if step % schedule.save_every == 0 or step == schedule.total_steps or evaluating:
     writer.flush()
     checkpoints.save_checkpoint(manager, step)
     log(f"Saved checkpoint {manager.latest_checkpoint}")
+  if evaluating:
+    schedule.evaluate(step)
   return step

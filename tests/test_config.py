@@ -126,3 +126,80 @@ def test_parse_hparams_string_file_and_errors(tmp_path):
   bad.write_text("[1, 2]")
   with pytest.raises(ConfigError, match=f"--hparams file {bad}: expected a JSON object"):
     config_lib.parse_hparams(str(bad))
+
+
+def _write_json(path, values):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(values), encoding="utf-8")
+
+
+def test_a_checkpoints_record_gives_its_architecture_and_casing(tmp_path):
+  built = PretrainingConfig.create({
+      "model_size": "small", "vocab_size": 7149, "embedding_size": 64,
+      "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4},
+      "do_lower_case": False})
+  model_dir = tmp_path / "models" / "mine"
+  _write_json(model_dir / config_lib.ARCHITECTURE_RECORD, built.architecture())
+  # A rerun / evaluation in the same model_dir: nothing typed again.
+  again = PretrainingConfig.create(data_dir=str(tmp_path), model_name="mine")
+  assert again.architecture() == built.architecture()
+  assert (again.vocab_size, again.effective_embedding_size, again.do_lower_case) == (
+      7149, 64, False)
+  # Another job reading a checkpoint of that directory (a prefix in it).
+  exported = PretrainingConfig.create(checkpoint=str(model_dir / "ckpt-400"))
+  assert exported.encoder_config() == built.encoder_config()
+  assert exported.generator_config() == built.generator_config()
+  # The same values typed again are fine; a contradicting one names both.
+  PretrainingConfig.create({"vocab_size": 7149, "model_size": "small"},
+                           checkpoint=str(model_dir))
+  record = str(model_dir / config_lib.ARCHITECTURE_RECORD)
+  with pytest.raises(ConfigError, match=f"hparam vocab_size: 30522 contradicts the 7149 "
+                     f"that {record} records"):
+    PretrainingConfig.create({"vocab_size": 30522}, checkpoint=str(model_dir))
+  with pytest.raises(ConfigError, match="model_hparam_overrides: hidden_size 256 contradicts"):
+    PretrainingConfig.create({"model_hparam_overrides": {"hidden_size": 256}},
+                             checkpoint=str(model_dir))
+  # Dropout is not the architecture: the user's value wins.
+  tuned = PretrainingConfig.create(
+      {"model_hparam_overrides": {"hidden_dropout_prob": 0.0}}, checkpoint=str(model_dir))
+  assert tuned.encoder_config().hidden_dropout_prob == 0.0
+  assert tuned.encoder_config().hidden_size == 128
+
+
+def test_finetuning_reads_the_record_of_its_init_checkpoint(tmp_path):
+  from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
+  built = PretrainingConfig.create({
+      "vocab_size": 500, "embedding_size": 64,
+      "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4}})
+  pretrained = tmp_path / "models" / "electra_demo"
+  _write_json(pretrained / config_lib.ARCHITECTURE_RECORD, built.architecture())
+  tuned = FinetuningConfig.create({"task_names": ["rte"], "model_size": "small"},
+                                  data_dir=str(tmp_path), model_name="electra_demo")
+  assert tuned.encoder_config() == built.encoder_config()
+  assert (tuned.vocab_size, tuned.effective_embedding_size) == (500, 64)
+  # The vocab beside the checkpoint (pre-training copies it there) is the default.
+  (pretrained / config_lib.VOCAB_NAME).write_text("[PAD]\n", encoding="utf-8")
+  assert FinetuningConfig.create({"task_names": ["rte"], "vocab_size": 500},
+                                 data_dir=str(tmp_path), model_name="electra_demo",
+                                 ).vocab_file == str(pretrained / "vocab.txt")
+  # Random initialisation reads no record: the size's defaults.
+  fresh = FinetuningConfig.create({"task_names": ["rte"], "init_checkpoint": "none"},
+                                  data_dir=str(tmp_path), model_name="electra_demo")
+  assert (fresh.encoder_config().hidden_size, fresh.effective_embedding_size) == (256, 128)
+  # A transformers import's hparams.json counts too, and only its architecture.
+  imported = tmp_path / "from_hf"
+  _write_json(imported / config_lib.IMPORTED_HPARAMS, {
+      "model_size": "small", "vocab_size": 321, "embedding_size": 96, "max_seq_length": 128,
+      "do_lower_case": False, "model_hparam_overrides": {"hidden_size": 192}})
+  from_hf = FinetuningConfig.create({"task_names": ["chunk"], "init_checkpoint": str(imported)},
+                                    data_dir=str(tmp_path))
+  assert (from_hf.vocab_size, from_hf.effective_embedding_size, from_hf.do_lower_case,
+          from_hf.max_seq_length) == (321, 96, False, 256)  # chunk's own length stays
+
+
+def test_vocab_size_defaults_to_the_vocab_files_entries(tmp_path):
+  tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
+  (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+  assert PretrainingConfig.create(data_dir=str(tmp_path)).vocab_size == 100
+  assert PretrainingConfig.create({"vocab_size": 64}, data_dir=str(tmp_path)).vocab_size == 64
+  assert PretrainingConfig.create().vocab_size == 30522  # no vocab file: the official default

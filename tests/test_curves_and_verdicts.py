@@ -60,3 +60,17 @@ def test_verdicts_mark_replacements_catches_misses_and_false_alarms():
   outputs = {"corrupted_ids": corrupted, "disc_labels": labels, "disc_preds": preds}
   assert verdicts.render(outputs, batch, 0, inv_vocab) == (
       "[CLS] the [cat->dog]* sat on [the->a] mat* ##s [SEP]")
+
+
+def test_each_panel_has_one_scale_losses_apart_from_rates():
+  train = {"loss": {1: 20.0}, "mlm_loss": {1: 8.0}, "lr": {1: 1e-4}}
+  evaluation = {"disc_auc": {400: 0.88}, "loss": {400: 23.8},
+                "disc_auc_real_tokens": {100: 0.7, 400: 0.8},
+                "rte/accuracy": {5: 55.0}, "rte/loss": {5: 0.66}}
+  titles = {title: [tag for tag, _ in series]
+            for title, series, _ in curves.curve_panels(train, evaluation)}
+  assert titles == {
+      "training loss": ["loss"], "generator (masked LM) loss": ["mlm_loss"],
+      "learning rate": ["lr"], "eval: discriminator": ["disc_auc_real_tokens"],
+      "eval: other": ["disc_auc"], "eval: other (losses)": ["loss"],
+      "eval: rte": ["rte/accuracy"], "eval: rte (losses)": ["rte/loss"]}

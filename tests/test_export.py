@@ -198,7 +198,9 @@ def saved_model_cli(*args):
 @pytest.mark.slow
 def test_saved_model_cli_lists_and_runs_the_text_signature(official_export):
   export_dir, _ = official_export
-  show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", str(export_dir)],
+  # The tool beside the running interpreter (a venv need not be activated).
+  tool = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  show = subprocess.run([tool, "show", "--all", "--dir", str(export_dir)],
                         capture_output=True, text=True, env=_project_free_env(), timeout=300)
   assert show.returncode == 0, show.stderr[-2000:]
   assert "signature_def['serving_default']" in show.stdout

@@ -15,7 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from electra_tf.pretrain.job import eval_first_counter
+from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.pretrain.job import eval_first_counter, start_warnings
 from tests.conftest import make_pretraining_data_dir
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -202,11 +203,13 @@ _MWMS_SCRIPT = textwrap.dedent("""
 def test_embedded_default_end_to_end(tmp_path):
   """Quickstart command 1 (shortened): no data flags, nothing downloaded."""
   hparams = {"save_checkpoints_steps": 15, "log_every": 5, "num_eval_steps": 2,
-             "num_warmup_steps": 3}
+             "num_warmup_steps": 3, "eval_every_steps": 5}
+  env = _env()
+  del env["TF_CPP_MIN_LOG_LEVEL"]  # as a user starts it: the package sets the level
   run = subprocess.run(
       [sys.executable, str(REPO / "run_pretraining.py"), "--num_train_steps=15",
        "--hparams=" + json.dumps(hparams)],
-      cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=600)
+      cwd=tmp_path, env=env, text=True, capture_output=True, timeout=1200)
   assert run.returncode == 0, run.stderr[-3000:]
   demo = tmp_path / "electra_demo"
   vocab = (demo / "vocab.txt").read_text(encoding="utf-8").splitlines()
@@ -224,6 +227,18 @@ def test_embedded_default_end_to_end(tmp_path):
   example = run.stdout.split("The discriminator on an eval example")[1].splitlines()[1]
   assert example.startswith("[CLS]") and "->" in example and example.endswith("[SEP]")
   assert (model_dir / "export" / "saved_model.pb").exists()
+  # Evaluated during training too (steps 5 and 10), so the eval panels are curves.
+  from electra_tf import curves  # pylint: disable=g-import-not-at-top
+  evaluations = curves.read_scalars(str(model_dir / "eval"))
+  assert sorted(evaluations["disc_auc_real_tokens"]) == [5, 10, 15]
+  assert "of electra_demo/eval_tfrecords/pretrain_data.tfrecord*" in run.stdout
+  assert "TRAINING records" not in run.stdout
+  # What it says: the vocab it wrote, the loss's parts, where the curves are;
+  # no CUDA probe error on a machine without a GPU.
+  assert f"Wrote {len(vocab):,} entries" in run.stdout
+  assert "loss = 1 x mlm_loss + 50 x disc_loss" in run.stdout
+  assert f"Drew the curves in electra_demo/models/electra_demo/results/curves.png" in run.stdout
+  assert "cuInit" not in run.stderr
 
 
 def test_eval_batches_draw_their_own_sampling_noise():
@@ -233,3 +248,18 @@ def test_eval_batches_draw_their_own_sampling_noise():
   assert len(set(rows)) == len(rows)
   assert max(rows) == -1  # training's counters are >= 0
 
+
+
+def test_start_warnings_explain_the_loss_and_catch_a_warm_up_longer_than_the_run():
+  short = PretrainingConfig.create({"num_train_steps": 200})  # the official 10,000 warm-up
+  assert start_warnings(short) == [
+      "loss = 1 x mlm_loss + 50 x disc_loss (hparams gen_weight, disc_weight): it can "
+      "rise while the generator improves, as its samples get harder to tell apart",
+      "WARNING: hparam num_warmup_steps 10000 covers most of the 200-step run: the "
+      "learning rate peaks at 2.5e-06, not 0.0005; a warm-up of about 10% of "
+      "num_train_steps (20) fits it"]
+  # lr(t) = 5e-4 (1 - t/200) t/10000 peaks at t = 100 (the run's middle): 2.5e-6.
+  fitting = PretrainingConfig.create({"num_train_steps": 200, "num_warmup_steps": 20})
+  assert len(start_warnings(fitting)) == 1
+  masked_lm = PretrainingConfig.create({"electra_objective": False, "num_warmup_steps": 0})
+  assert start_warnings(masked_lm) == []

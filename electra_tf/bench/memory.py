@@ -1,4 +1,4 @@
-"""Peak memory of the pre-training step, and the largest micro-batch that fits.
+r"""Peak memory of the pre-training step, and the largest micro-batch that fits.
 
     python -m electra_tf.bench.memory [--model_sizes=small,base,large] \
         [--seq_lengths=128,512] [--batch_sizes=1,8,32] [--recompute=both] \

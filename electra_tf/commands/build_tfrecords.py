@@ -1,4 +1,4 @@
-"""Writes pre-training TFRecords from text (official build_pretraining_dataset.py
+r"""Writes pre-training TFRecords from text (official build_pretraining_dataset.py
 and, with --openwebtext_dir, build_openwebtext_pretraining_dataset.py).
 
   python data_prep/build_tfrecords.py (--corpus_dir=DIR | --openwebtext_dir=DIR) \

@@ -1,11 +1,16 @@
-"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
+r"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
 
   python data_prep/build_vocab.py (--corpus_dir=DIR | --corpus_files=A,B) \
       --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
       [--skip_invalid_utf8]
 
-How the vocab is learned: electra_tf/pretrain/vocab.py.
+The output's folders are made; the learner may find fewer entries than
+--vocab_size, and the jobs take vocab_size from the vocab file's entry count,
+so nothing needs typing again.  How the vocab is learned:
+electra_tf/pretrain/vocab.py.
 """
+
+import os
 
 from absl import flags
 
@@ -28,6 +33,8 @@ flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=Tr
 
 
 def main() -> int:
+  # Before the corpus is read: a folder that cannot be written fails at once.
+  fileio.check_writable(os.path.dirname(FLAGS.output_file) or ".", "--output_file")
   if FLAGS.corpus_dir:
     texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
                                         FLAGS.skip_invalid_utf8)
@@ -37,7 +44,10 @@ def main() -> int:
   vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
                                 FLAGS.strip_accents)
   fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
-  print(f"Wrote {len(vocab)} tokens to {FLAGS.output_file}")
+  found = ("" if len(vocab) == FLAGS.vocab_size else
+           f" (the learner found {len(vocab):,} of the {FLAGS.vocab_size:,} asked for)")
+  print(f"Wrote {len(vocab):,} entries to {FLAGS.output_file}{found}; the jobs read "
+        "vocab_size from the file")
   return 0
 
 

@@ -1,4 +1,4 @@
-"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA and chunking (official recipe).
+r"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA and chunking (official recipe).
 
     python run_finetuning.py --data_dir=DIR --task_names=rte[,sst,...] \
         [--model_size=small] [--init_checkpoint=PATH] [--model_dir=DIR] \

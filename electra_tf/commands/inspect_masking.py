@@ -1,4 +1,4 @@
-"""Shows the pipeline's dynamic masking of pre-training TFRecords.
+r"""Shows the pipeline's dynamic masking of pre-training TFRecords.
 
   python data_prep/inspect_masking.py --pretrain_tfrecords=GLOB \
       --vocab_file=FILE --num_examples=K [--mask_prob=0.15] [--seed=0] \

@@ -48,7 +48,8 @@ def main() -> int:
     config = demo.prepare(FLAGS.hparams, overrides, model_name=FLAGS.model_name)
   else:
     config = PretrainingConfig.from_flags(FLAGS.hparams, overrides, data_dir=FLAGS.data_dir,
-                                          model_name=FLAGS.model_name)
+                                          model_name=FLAGS.model_name,
+                                          checkpoint=FLAGS.init_checkpoint)
   export_dir = FLAGS.export_dir or (demo.export_dir(config) if use_demo else None)
   # Imported once the flags and hparams are valid, so that their errors do
   # not pay for TensorFlow.

@@ -31,7 +31,7 @@ import dataclasses
 import os
 from typing import ClassVar, List, Optional, Tuple
 
-from electra_tf.config import ConfigError, JobConfig
+from electra_tf.config import ConfigError, JobConfig, recorded_vocab
 
 # The task registry: official name -> its class, as "module.Class" under
 # electra_tf/finetune/ (named, not imported, so that validating a config does not
@@ -68,6 +68,9 @@ def is_qa_task(task_name: str) -> bool:
   the other tasks (max_seq_length 128, 3 epochs).
   """
   return "squad" in task_name or "qa" in task_name
+
+
+NO_CHECKPOINT = "none"  # init_checkpoint that asks for random initialisation
 
 
 @dataclasses.dataclass
@@ -125,6 +128,10 @@ class FinetuningConfig(JobConfig):
   DERIVED: ClassVar[Tuple[str, ...]] = _DERIVED_NAMES
 
   # ---------------------------------------------------------------- creation
+  def _checkpoint_dirs(self) -> list:
+    """The encoder's checkpoint: its record gives the architecture."""
+    return [] if self.init_checkpoint == NO_CHECKPOINT else [self.init_checkpoint]
+
   def _apply_job_defaults(self) -> None:
     if len(self.task_names) == 1:
       task_name = self.task_names[0]
@@ -189,12 +196,14 @@ class FinetuningConfig(JobConfig):
 
   def _derive(self) -> None:
     tasks = ",".join(self.task_names)
-    if not self.vocab_file:
-      self.vocab_file = os.path.join(self.pretrained_model_dir, "vocab.txt")
-      if not os.path.exists(self.vocab_file):
-        self.vocab_file = os.path.join(self.data_dir, "vocab.txt")
     if not self.init_checkpoint:
       self.init_checkpoint = self.pretrained_model_dir
+    if not self.vocab_file:  # the encoder's own vocab, else the official places
+      beside = (None if self.init_checkpoint == NO_CHECKPOINT
+                else recorded_vocab(self.init_checkpoint))
+      self.vocab_file = beside or os.path.join(self.pretrained_model_dir, "vocab.txt")
+      if not os.path.exists(self.vocab_file):
+        self.vocab_file = os.path.join(self.data_dir, "vocab.txt")
     if not self.model_dir:
       self.model_dir = os.path.join(self.pretrained_model_dir,
                                     "finetuning_models", tasks + "_model")

@@ -53,7 +53,7 @@ from electra_tf.config import ConfigError
 from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
 from electra_tf.finetune import task_builder
-from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.config import NO_CHECKPOINT, FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
 from electra_tf.modeling import encoder as encoder_lib
@@ -61,7 +61,6 @@ from electra_tf.modeling.encoder import build_discriminator_encoder
 
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
 RUN_RECORD = "finetuning_config.json"
-NO_CHECKPOINT = "none"  # init_checkpoint that asks for random initialisation
 SHUFFLE_BUFFER = 100  # official input_fn
 
 # Hparams that define the models a model_dir holds (recorded, checked on rerun).
@@ -296,7 +295,8 @@ class TrialJob:
         self._train_dataset(data, skip_batches=step)))
     _log(f"Training for {total} steps ({len(data)} training features, batch "
          f"{config.train_batch_size}, {strategy.num_replicas_in_sync} "
-         f"replica(s), {type(strategy).__name__})")
+         f"replica(s), {type(strategy).__name__}); the logged loss is the batch's "
+         "sum over its examples, as official (the dev loss is a mean per example)")
     writer = tf.summary.create_file_writer(os.path.join(self.directory, "train"))
     step = self.trainer.train(
         self.loss, ["loss"], iterator, self.directory, KEEP_CHECKPOINTS,

@@ -96,6 +96,9 @@ class PretrainingConfig(JobConfig):
   # electra-tf additions
   paper_hparams: bool = True  # base/large take the paper's Table 6 settings
   eval_tfrecords: str = ""  # held-out TFRecords for --do_eval (default: pretrain_tfrecords)
+  # With do_eval, also evaluate during training every this many steps (0: at
+  # the end only), so that curves.png's eval panels are curves.
+  eval_every_steps: int = 0
   # Clip each replica's gradient of its own loss (per-replica means) by its
   # own global norm, then sum: the official TPU recipe (CrossShardOptimizer
   # after clip_by_global_norm) of the released models.  Default: the global
@@ -110,6 +113,10 @@ class PretrainingConfig(JobConfig):
       "keep_checkpoint_max", "num_eval_steps", "iterations_per_loop")
 
   # ---------------------------------------------------------------- creation
+  def _checkpoint_dirs(self) -> list:
+    """model_dir: a rerun or an evaluation reads its architecture record."""
+    return [self.model_dir]
+
   def _apply_job_defaults(self) -> None:
     if self.debug:
       self.update(_DEBUG_SETTINGS)
@@ -167,6 +174,8 @@ class PretrainingConfig(JobConfig):
                         "uniform_generator=false")
     if self.temperature <= 0:
       raise ConfigError(f"hparam temperature: {self.temperature} must be > 0")
+    if self.eval_every_steps < 0:
+      raise ConfigError(f"hparam eval_every_steps: {self.eval_every_steps} must be >= 0")
     if self.num_warmup_steps < 0:
       raise ConfigError(f"hparam num_warmup_steps: {self.num_warmup_steps} must be >= 0")
     if self.max_predictions_per_seq < 1:
@@ -200,10 +209,13 @@ class PretrainingConfig(JobConfig):
     """What a model_dir's checkpoints depend on (recorded in electra_config.json)."""
     record = {key: getattr(self, key) for key in ARCHITECTURE_KEYS}
     record["discriminator"] = self.encoder_config().to_dict()
-    # Recorded only when set, so that the records of earlier runs still match.
+    # Recorded only when not the default, so that the records of earlier runs
+    # still match.
     for key in ("electric_objective", "two_tower_generator"):
       if getattr(self, key):
         record[key] = True
+    if not self.do_lower_case:
+      record["do_lower_case"] = False
     return record
 
 

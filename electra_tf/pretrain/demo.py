@@ -55,6 +55,7 @@ DEMO_HPARAMS: Dict[str, Any] = {
     "num_warmup_steps": 100,
     "save_checkpoints_steps": 200,
     "num_eval_steps": 30,
+    "eval_every_steps": 100,
     "log_every": 25,
     "iterations_per_loop": 25,
 }
@@ -107,13 +108,14 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   records_dirs = {"train": os.path.join(data_dir, "pretrain_tfrecords"),
                   "held_out": os.path.join(data_dir, "eval_tfrecords")}
 
-  def config(vocab_size: int) -> PretrainingConfig:
+  def config() -> PretrainingConfig:
+    """The demo's config (vocab_size: the vocab file's entry count)."""
     return PretrainingConfig.create(
-        {"vocab_size": vocab_size, **hparams, **flags,
+        {**hparams, **flags,
          "eval_tfrecords": os.path.join(records_dirs["held_out"], "pretrain_data.tfrecord*")},
         data_dir=data_dir, model_name=model_name or "electra_demo")
 
-  config(DEMO_VOCAB_SIZE)  # bad hparams or flags stop here, before data_dir is written
+  config()  # bad hparams or flags stop here, before data_dir is written
   # TensorFlow-heavy, so imported once the hparams are known to be valid.
   from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
@@ -127,13 +129,13 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
       fileio.atomic_write_text(corpus_files[part], "\n\n".join(documents) + "\n")
   vocab_file = os.path.join(data_dir, "vocab.txt")
   if not os.path.exists(vocab_file):
-    print(f"Learning a {DEMO_VOCAB_SIZE}-entry WordPiece vocab from the training documents",
-          flush=True)
+    print(f"Learning a WordPiece vocab (at most {DEMO_VOCAB_SIZE:,} entries) from the "
+          "training documents", flush=True)
     texts = vocab_lib.read_corpus_texts([corpus_files["train"]], "corpus")
     vocab = vocab_lib.build_vocab(texts, vocab_size=DEMO_VOCAB_SIZE, do_lower_case=True)
     fileio.atomic_write_text(vocab_file, "".join(token + "\n" for token in vocab))
-  with open(vocab_file, encoding="utf-8") as f:
-    vocab_size = sum(1 for _ in f)
+    print(f"Wrote {len(vocab):,} entries (every piece the learner found) to {vocab_file}",
+          flush=True)
   max_seq_length = hparams["max_seq_length"]
   for part, records_dir in records_dirs.items():
     marker = os.path.join(records_dir, f".complete-seq{max_seq_length}")
@@ -143,7 +145,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
           num_out_files=4 if part == "train" else 1, num_processes=1,
           do_lower_case=True, blanks_separate_docs=True, seed=0)
       fileio.atomic_write_text(marker, "")
-  return config(vocab_size)
+  return config()
 
 
 def export_dir(config: PretrainingConfig) -> str:

@@ -35,13 +35,14 @@ import contextlib
 import json
 import os
 import shutil
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from electra_tf import checkpoints
 from electra_tf import curves
+from electra_tf import config as config_lib
 from electra_tf import distribution
 from electra_tf import serving
 from electra_tf import fileio
@@ -50,6 +51,7 @@ from electra_tf import optimization
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
+from electra_tf.errors import ConfigError
 from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain import metrics as metrics_lib
@@ -58,7 +60,7 @@ from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 from electra_tf.train_loop import TrainingError, log as _log
 
-RUN_RECORD = "electra_config.json"
+RUN_RECORD = config_lib.ARCHITECTURE_RECORD  # the architecture; a rerun with another is refused
 
 
 class PretrainingJob:
@@ -267,6 +269,8 @@ class PretrainingJob:
     _log(f"Training {type(self.model).__name__} on {strategy.num_replicas_in_sync} "
          f"replica(s) ({type(strategy).__name__}), global batch "
          f"{config.train_batch_size}, {config.num_train_steps} steps")
+    for line in start_warnings(config):
+      _log(line)
     try:
       step = self.trainer.train(
           self.loss, [name for name, _ in self._loss_keys], train_iterator,
@@ -276,7 +280,9 @@ class PretrainingJob:
                               log_every=config.log_every,
                               save_every=config.save_checkpoints_steps,
                               steps_per_loop=config.iterations_per_loop,
-                              batch_size=config.train_batch_size), writer,
+                              batch_size=config.train_batch_size,
+                              eval_every=config.eval_every_steps if config.do_eval else 0,
+                              evaluate=lambda step: self.evaluate()), writer,
           input_state=input_state)
     except tf.errors.OpError as e:
       # A corrupt record stops the job before any checkpoint of its step.
@@ -299,8 +305,10 @@ class PretrainingJob:
     return step
 
   def plot_curves(self) -> str:
-    return curves.plot_run(self.config.model_dir,
+    path = curves.plot_run(self.config.model_dir,
                            title=f"pre-training {self.config.model_name}")
+    _log(f"Drew the curves in {path}")
+    return path
 
   # --------------------------------------------------------------- eval
   def evaluate(self) -> Dict[str, float]:
@@ -323,8 +331,14 @@ class PretrainingJob:
         return self._replica_outputs(replica_batch, first, training=False), replica_batch
       return strategy.run(replica_fn, args=(batch,))
 
+    held_out = config.eval_files != config.pretrain_tfrecords
+    _log(f"Evaluating {latest} on {config.num_eval_steps} batches of {config.eval_files}"
+         + ("" if held_out else " (the TRAINING records: set hparam eval_tfrecords to "
+            "held-out records for a fair measure)"))
     accumulator = metrics_lib.PretrainingMetrics(config.has_discriminator, config.disc_weight)
     iterator = iter(self._dataset(is_training=False))
+    progress = train_loop.ProgressLog(config.num_eval_steps, config.eval_batch_size, 0)
+    report_every = max(1, config.num_eval_steps // 10)
     shown = None
     for index in range(config.num_eval_steps):
       try:
@@ -351,6 +365,8 @@ class PretrainingJob:
         if shown is None:
           shown = (replica_outputs, replica_batch)
       stop_points.reached("eval_batch")
+      if (index + 1) % report_every == 0 and index + 1 < config.num_eval_steps:
+        _log("  eval " + progress.line(index + 1, {}))
     results = dict(accumulator.result())
     results["global_step"] = global_step
     for key in sorted(results):
@@ -367,6 +383,26 @@ class PretrainingJob:
             tf.summary.scalar(key, value)
       self.plot_curves()
     return results
+
+
+def start_warnings(config: PretrainingConfig) -> List[str]:
+  """What a user should know before the first step: the total loss's parts,
+  and a warm-up that covers most of the run."""
+  lines = []
+  if config.has_discriminator and config.electra_objective:
+    lines.append(f"loss = {config.gen_weight:g} x mlm_loss + {config.disc_weight:g} x "
+                 "disc_loss (hparams gen_weight, disc_weight): it can rise while the "
+                 "generator improves, as its samples get harder to tell apart")
+  if config.num_warmup_steps > config.num_train_steps / 2:
+    peak = float(tf.reduce_max(optimization.learning_rate_at(
+        tf.range(1, config.num_train_steps + 1), config.learning_rate,
+        config.num_train_steps, config.num_warmup_steps, config.lr_decay_power)))
+    lines.append(
+        f"WARNING: hparam num_warmup_steps {config.num_warmup_steps} covers most of the "
+        f"{config.num_train_steps}-step run: the learning rate peaks at {peak:.3g}, not "
+        f"{config.learning_rate:g}; a warm-up of about 10% of num_train_steps "
+        f"({max(1, config.num_train_steps // 10)}) fits it")
+  return lines
 
 
 def eval_first_counter(index, eval_batch_size: int):
@@ -426,6 +462,23 @@ def load_checked_vocab(config: PretrainingConfig) -> Dict[str, int]:
   return vocab
 
 
+def keep_vocab_beside(config: PretrainingConfig) -> None:
+  """Copies the vocab into model_dir (once), so that every later step
+  (evaluation, fine-tuning, export, conversion) finds it beside the
+  checkpoints; a different vocab there is refused."""
+  target = os.path.join(config.model_dir, config_lib.VOCAB_NAME)
+  with open(config.vocab_file, "rb") as f:
+    vocab = f.read()
+  if not os.path.exists(target):
+    fileio.atomic_write_bytes(target, vocab)
+  elif not os.path.samefile(target, config.vocab_file):
+    with open(target, "rb") as f:
+      if f.read() != vocab:
+        raise ConfigError(f"model_dir {config.model_dir} holds a run of another vocab "
+                          f"({target} differs from {config.vocab_file}); use another "
+                          "--model_dir")
+
+
 def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
   """Writes eval results as `key = value` lines and as one flat JSON object."""
   os.makedirs(os.path.dirname(txt_path), exist_ok=True)
@@ -469,6 +522,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   # checkpoint in progress as debris and write over its results.
   with fileio.exclusive_use(config.model_dir, "model_dir") if chief else contextlib.nullcontext():
     if chief:
+      keep_vocab_beside(config)
       train_loop.write_run_record(config.model_dir, RUN_RECORD, config.architecture())
       for path in checkpoints.remove_interrupted_writes(config.model_dir):
         _log(f"Removed {path}, left by an interrupted earlier run")
@@ -476,7 +530,6 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
     if config.do_train:
       results["global_step"] = job.train(init_checkpoint)
     if config.do_eval:
-      _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
       results = job.evaluate()
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")

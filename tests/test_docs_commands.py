@@ -1,0 +1,175 @@
+"""Every fenced command of README.md and docs/*.md, run as a user runs it.
+
+Each page's ```bash and ```python blocks run in page order, each in a fresh
+process (`bash -e` for bash, `python -c` for Python), in one work directory
+that holds the checkout's scripts and package (symlinked), from the
+environment the README's install made (`pip install -r requirements.txt`,
+which `.ci/run` runs): `python` is the interpreter running these tests, and
+nothing else is put on PYTHONPATH.  The pages run in the order of PAGES and
+share the work directory, so a page may use what an earlier one made (the
+docs pages continue from the README's own-corpus run).
+
+What a command cannot do here is changed by SUBSTITUTIONS only: corpus,
+data, step counts, sizes and paths; every substitution is listed below with
+its reason.  A block that cannot run here at all is marked in its page, just
+before it, as `<!-- skip: next "reason" -->` (Sybil's directive), and counted:
+the summary at the end of the test run lists how many commands ran and which
+blocks were marked, with their reasons.  The blocks are parsed with Sybil.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+import pytest
+from sybil import Document
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
+
+from tests.conftest import REPO_ROOT, SHARED_DIR
+
+PAGES = ["README.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving.md",
+         "docs/huggingface.md", "docs/faithfulness.md", "docs/big_batches.md",
+         "docs/performance.md", "docs/operations.md", "docs/electric.md", "docs/learning.md"]
+# What the work directory links to in the checkout: what a user's clone has.
+CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
+                    "tools", "tests", "requirements.txt", "pyproject.toml"]
+
+TINY_TRAINING = '"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8'
+TINY_EVAL = '"num_eval_steps": 2, "eval_batch_size": 8'
+# (page or "*", text in a block, replacement, why): applied in this order.
+SUBSTITUTIONS = [
+    ("*", "../shared/", f"{SHARED_DIR}/", "the shared data beside the checkout"),
+    ("README.md", "pip install -r requirements.txt && ", "",
+     "the tests run in the environment this install made (.ci/run runs it)"),
+    ("*", "--vocab_size=30522", "--vocab_size=3000", "a vocab the small corpus fills"),
+    ("*", '"num_train_steps": 100000, "num_warmup_steps": 10000, "train_batch_size": 128',
+     TINY_TRAINING, "20 steps of batch 8 instead of 100,000 of 128"),
+    ("*", "--model_name=mine --model_size=small --do_eval",
+     f"--model_name=mine --model_size=small --do_eval --hparams='{{{TINY_EVAL}}}'",
+     "2 eval batches of 8 instead of 100 of 128"),
+    ("README.md", "python run_pretraining.py\n",
+     f"python run_pretraining.py --hparams='{{{TINY_TRAINING}, {TINY_EVAL}, "
+     '"eval_every_steps": 10}\'\n', "the embedded default for 20 steps instead of 400"),
+    ("README.md", "hub/electra-small-discriminator,hub/electra-small-generator",
+     "hf/mine/discriminator,hf/mine/generator",
+     "transformers folders: the pair --to_hf wrote just before"),
+    ("README.md", "--model_size=base \\\n    --hparams='{\"gradient_accumulation_steps\": 8, "
+     '"recompute_layers": true}\'',
+     "--model_size=small \\\n    --hparams='{\"gradient_accumulation_steps\": 8, "
+     '"recompute_layers": true, "max_seq_length": 512, "train_batch_size": 8, '
+     '"num_train_steps": 1}\'',
+     "ELECTRA-Small, one step of 8 (micro-batches of 1) instead of Base, 766,000 of 256"),
+    ("*", "--model_sizes=base --seq_lengths=512 --batch_sizes=1,8",
+     "--model_sizes=small --seq_lengths=128 --batch_sizes=1,2", "a small model's memory"),
+]
+
+
+def substituted(page: str, text: str) -> str:
+  for where, old, new, _ in SUBSTITUTIONS:
+    if where in ("*", page):
+      text = text.replace(old, new)
+  return text
+
+
+def _bash(example) -> None:
+  example.document.namespace["run"](example, "bash", example.parsed)
+
+
+def _python(example) -> None:
+  example.document.namespace["run"](example, "python", example.parsed)
+
+
+def page_examples(page: str):
+  """The page's blocks and skip directives, in order (Sybil)."""
+  document = Document.parse(str(REPO_ROOT / page),
+                            CodeBlockParser("bash", _bash), CodeBlockParser("python", _python),
+                            SkipParser())
+  return document, list(document.examples())
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory):
+  """A user's clone (the checkout's entries, linked) with their own data:
+  my_corpus/ (one Gutenberg book) and DATA/finetuning_data/{rte,sst} (64 examples each)."""
+  if not SHARED_DIR.exists():
+    if os.environ.get("CI", "").lower() == "true":
+      pytest.fail(f"{SHARED_DIR} is absent; CI=true requires it")
+    pytest.skip(f"{SHARED_DIR} is absent (the ../shared folder beside the checkout)")
+  work = tmp_path_factory.mktemp("user")
+  for entry in CHECKOUT_ENTRIES:
+    (work / entry).symlink_to(REPO_ROOT / entry)
+  (work / "my_corpus").mkdir()
+  shutil.copy(SHARED_DIR / "data" / "corpus" / "gutenberg" / "31251-0.txt", work / "my_corpus")
+  for task in ("rte", "sst"):
+    target = work / "DATA" / "finetuning_data" / task
+    target.mkdir(parents=True)
+    for split in ("train", "dev"):
+      lines = (SHARED_DIR / "data" / "finetuning_data" / task / f"{split}.tsv").read_text(
+          encoding="utf-8").splitlines()
+      (target / f"{split}.tsv").write_text("\n".join(lines[:65]) + "\n", encoding="utf-8")
+  return work
+
+
+def _environment() -> dict:
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  # `python` is the interpreter running the tests (a venv need not be active).
+  env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+  env["PYTHONUNBUFFERED"] = "1"
+  return env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_documented_commands(page, work_dir, record_property):
+  document, examples = page_examples(page)
+  ran, marked = [], []
+
+  def run(example, kind, text):
+    text = substituted(page, text)
+    where = f"{page}:{example.line}"
+    argv = (["bash", "-e", "-o", "pipefail", "-c", text] if kind == "bash" else
+            [sys.executable, "-c", text])
+    result = subprocess.run(argv, cwd=work_dir, env=_environment(), text=True,
+                            capture_output=True, timeout=1800)
+    assert result.returncode == 0, (
+        f"{where}: exit {result.returncode}\n{text}\n--- stdout\n{result.stdout[-3000:]}"
+        f"\n--- stderr\n{result.stderr[-3000:]}")
+    ran.extend(commands_of(text) if kind == "bash" else [text])
+
+  document.namespace["run"] = run
+  for example in examples:
+    try:
+      example.evaluate()
+    except unittest.SkipTest as skipped:
+      marked.append(f"{page}:{example.line}: {skipped}")
+  record_property("documented_commands", {"ran": len(ran), "marked": marked})
+
+
+def commands_of(text: str) -> list:
+  """The commands of a bash block: its lines joined at `\\`, without comments
+  and blank lines, split at `&&`."""
+  joined = re.sub(r"\\\n\s*", " ", text)
+  commands = []
+  for line in joined.splitlines():
+    line = line.split(" #")[0].strip() if not line.lstrip().startswith("#") else ""
+    commands += [part.strip() for part in line.split("&&") if part.strip()]
+  return commands
+
+
+def test_substitutions_and_markers_are_what_the_pages_need():
+  """Each substitution changes some page's block, and every marker has a reason."""
+  texts = {page: (REPO_ROOT / page).read_text(encoding="utf-8") for page in PAGES}
+  for where, old, _, reason in SUBSTITUTIONS:
+    pages = PAGES if where == "*" else [where]
+    assert any(old in texts[p] for p in pages), f"substitution {old!r} matches no page"
+    assert reason
+  for page, text in texts.items():
+    for marker in re.findall(r"<!--\s*skip:\s*(.*?)-->", text):
+      assert re.match(r'next\s+"[^"]{10,}"\s*$', marker), (page, marker)
+  assert commands_of("a --x \\\n  --y  # note\n# comment\nb && c\n") == ["a --x --y", "b", "c"]
