@@ -38,10 +38,12 @@ _EVAL_PANELS = (
 def read_scalars(log_dir: str) -> Scalars:
   """Every scalar of the TensorBoard event files directly in `log_dir`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.util import event_pb2  # pylint: disable=g-import-not-at-top
   scalars: Scalars = {}
   for path in sorted(glob.glob(os.path.join(log_dir, "events.out.tfevents.*"))):
     try:
-      for event in tf.compat.v1.train.summary_iterator(path):
+      for record in tf.data.TFRecordDataset(path):
+        event = event_pb2.Event.FromString(record.numpy())
         for value in event.summary.value:
           scalars.setdefault(value.tag, {})[int(event.step)] = float(
               tf.make_ndarray(value.tensor))

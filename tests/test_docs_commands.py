@@ -40,7 +40,8 @@ PAGES = ["README.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
                     "tools", "tests", "requirements.txt", "pyproject.toml"]
 
-TINY_TRAINING = '"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8'
+TINY_TRAINING = ('"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8, '
+                 '"model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 2}')
 TINY_EVAL = '"num_eval_steps": 2, "eval_batch_size": 8'
 # (page or "*", text in a block, replacement, why): applied in this order.
 SUBSTITUTIONS = [
@@ -49,13 +50,15 @@ SUBSTITUTIONS = [
      "the tests run in the environment this install made (.ci/run runs it)"),
     ("*", "--vocab_size=30522", "--vocab_size=3000", "a vocab the small corpus fills"),
     ("*", '"num_train_steps": 100000, "num_warmup_steps": 10000, "train_batch_size": 128',
-     TINY_TRAINING, "20 steps of batch 8 instead of 100,000 of 128"),
+     TINY_TRAINING, "20 steps of batch 8 of a 2-layer, 128-wide model instead of 100,000 "
+     "steps of 128 of ELECTRA-Small"),
     ("*", "--model_name=mine --model_size=small --do_eval",
      f"--model_name=mine --model_size=small --do_eval --hparams='{{{TINY_EVAL}}}'",
      "2 eval batches of 8 instead of 100 of 128"),
     ("README.md", "python run_pretraining.py\n",
      f"python run_pretraining.py --hparams='{{{TINY_TRAINING}, {TINY_EVAL}, "
-     '"eval_every_steps": 10}\'\n', "the embedded default for 20 steps instead of 400"),
+     '"eval_every_steps": 10}\'\n', "the embedded default, 2 layers for 20 steps instead of 4 "
+     "for 400"),
     ("README.md", "hub/electra-small-discriminator,hub/electra-small-generator",
      "hf/mine/discriminator,hf/mine/generator",
      "transformers folders: the pair --to_hf wrote just before"),
@@ -154,7 +157,7 @@ def test_documented_commands(page, work_dir, record_property):
 def commands_of(text: str) -> list:
   """The commands of a bash block: its lines joined at `\\`, without comments
   and blank lines, split at `&&`."""
-  joined = re.sub(r"\\\n\s*", " ", text)
+  joined = re.sub(r"\s*\\\n\s*", " ", text)
   commands = []
   for line in joined.splitlines():
     line = line.split(" #")[0].strip() if not line.lstrip().startswith("#") else ""

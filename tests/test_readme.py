@@ -81,6 +81,7 @@ def test_every_readme_command_and_flag_exists():
                        result.stdout), (command, flag)
 
 
+@pytest.mark.slow
 def test_the_readme_install_leaves_the_package_and_its_console_scripts(tmp_path):
   """`pip install -r requirements.txt` installs this package (editable) into
   the running interpreter's environment, venv or not: its console scripts lie

@@ -79,6 +79,7 @@ class PretrainingJob:
     self.config = config
     self.strategy = strategy
     self._vocab = vocab
+    self._eval_step = None  # evaluate()'s step function, once traced
     # The cloze loss of a two-tower generator needs the vocab's special ids.
     special = self.special_ids if config.two_tower_generator else None
 
@@ -324,12 +325,16 @@ class PretrainingJob:
     tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
     global_step = int(latest.rsplit("-", 1)[1])  # CheckpointManager's ckpt-<step>
 
-    @tf.function
-    def eval_step(batch, index):
-      def replica_fn(replica_batch):
-        first = eval_first_counter(tf.cast(index, tf.int64), config.eval_batch_size)
-        return self._replica_outputs(replica_batch, first, training=False), replica_batch
-      return strategy.run(replica_fn, args=(batch,))
+    if self._eval_step is None:  # traced once, whatever the number of evaluations
+
+      @tf.function
+      def eval_step(batch, index):
+        def replica_fn(replica_batch):
+          first = eval_first_counter(tf.cast(index, tf.int64), config.eval_batch_size)
+          return self._replica_outputs(replica_batch, first, training=False), replica_batch
+        return strategy.run(replica_fn, args=(batch,))
+
+      self._eval_step = eval_step
 
     held_out = config.eval_files != config.pretrain_tfrecords
     _log(f"Evaluating {latest} on {config.num_eval_steps} batches of {config.eval_files}"
@@ -350,7 +355,7 @@ class PretrainingJob:
         if bad is None:
           raise
         raise bad from None
-      outputs, batch = eval_step(batch, tf.constant(index, tf.int64))
+      outputs, batch = self._eval_step(batch, tf.constant(index, tf.int64))
       # Replica losses are shares of the global batch's (see `loss`): their
       # sum, or with clip_per_replica their mean, is the batch's loss.
       accumulator.add_batch_loss(float(strategy.reduce(
