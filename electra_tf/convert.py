@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 from typing import Callable, Dict, List, Optional
 
@@ -142,8 +141,13 @@ def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
 def hf_to_project(folders: List[str], output_dir: str) -> str:
   """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
   hparams.json, vocab.txt; returns the checkpoint prefix."""
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  if not 1 <= len(folders) <= 2:
+    raise ValueError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not {len(folders)} "
+                     "folders")
   disc_json, disc_tensors = hf.read_folder(folders[0])
   disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
+  tokenizer = hf.read_tokenizer(folders[0])
   gen = None
   if len(folders) == 2:
     gen_json, gen_tensors = hf.read_folder(folders[1])
@@ -154,7 +158,19 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     if gen_embedding != embedding_size:
       raise ValueError(f"--from_hf: the generator's embedding_size {gen_embedding} differs "
                        f"from the discriminator's {embedding_size} (they share the table)")
+    if any(os.path.isfile(os.path.join(folders[1], name))
+           for name in ("vocab.txt", "tokenizer.json")):
+      gen_tokenizer = hf.read_tokenizer(folders[1])
+      if gen_tokenizer[:2] != tokenizer[:2]:
+        raise ValueError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
+                         "hold different tokenizers (vocab or casing); the pair shares one")
+  vocab = {token: i for i, token in enumerate(tokenizer.vocab)}
+  if len(vocab) != disc.vocab_size:
+    raise ValueError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
+                     f"{disc.vocab_size}, {tokenizer.files[0]} holds {len(vocab)} entries")
+  tokenization.special_ids(vocab, tokenizer.files[0])
   hparams = _hparams_from_hf(disc, embedding_size, gen)
+  hparams["do_lower_case"] = tokenizer.do_lower_case
   config = PretrainingConfig.create(hparams)
   if gen is not None:
     built = config.generator_config()
@@ -173,10 +189,12 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
               folders[0])]
   variables = checkpoints.named_variables(model)
   shapes = {name: tuple(v.shape) for name, v in variables.items()}
-  values: Dict[str, np.ndarray] = {}
+  read = []
   for part, model_config, tensors, folder in parts:
-    values.update(hf.from_hf(tensors, hf.tensor_map(part, model_config, embedding_size),
-                             shapes, os.path.join(folder, hf.WEIGHTS_NAME)))
+    tensor_map = hf.tensor_map(part, model_config, embedding_size)
+    source = os.path.join(folder, hf.WEIGHTS_NAME)
+    read.append((hf.from_hf(tensors, tensor_map, shapes, source), tensor_map, source))
+  values = hf.merge_parts(read)
   if len(folders) == 2:
     missing = sorted(set(variables) - set(values))
     if missing:
@@ -192,7 +210,8 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     checkpoints.write_checkpoint_state(tmp_dir)
     with open(os.path.join(tmp_dir, "hparams.json"), "w", encoding="utf-8") as f:
       json.dump(hparams, f, indent=1, sort_keys=True)
-    shutil.copyfile(os.path.join(folders[0], "vocab.txt"), os.path.join(tmp_dir, "vocab.txt"))
+    with open(os.path.join(tmp_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+      f.writelines(token + "\n" for token in tokenizer.vocab)
   return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)
 
 
@@ -227,7 +246,7 @@ def main() -> int:
       print(f"wrote {folder}")
     return 0
   if FLAGS.from_hf:
-    if not FLAGS.output_dir or len(FLAGS.from_hf) > 2:
+    if not FLAGS.output_dir:
       raise ValueError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
     print(f"wrote {hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
     return 0
