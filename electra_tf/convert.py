@@ -50,6 +50,8 @@ from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import hf
+from electra_tf import train_loop
+from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 
@@ -102,6 +104,13 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
   tokenization.check_vocab_size(tokenization.load_vocab(vocab_file), config.vocab_size,
                                 vocab_file)
   prefix = checkpoints.resolve_checkpoint(checkpoint)
+  provenance = checkpoint_provenance(prefix, command)
+  trained = provenance.runs[-1]["hparams"].get("do_lower_case") if provenance.runs else None
+  if trained is not None and trained != do_lower_case:
+    raise config_lib.ConfigError(
+        f"--do_lower_case: {prefix} was pre-trained with do_lower_case "
+        f"{str(trained).lower()} ({os.path.join(os.path.dirname(prefix), pretrain_job.TRAINING_RECORD)}); pass "
+        f"--{'' if trained else 'no'}do_lower_case")
   embedding_size = config.effective_embedding_size
   if encoder_only:
     model = build_discriminator_encoder(config.encoder_config(), embedding_size)
@@ -111,13 +120,21 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
     model = build_model(config)
     checkpoints.restore_from_checkpoint(model, prefix)
     parts = {"discriminator": config.encoder_config(), "generator": config.generator_config()}
-  results_path = os.path.join(os.path.dirname(prefix), "results", "unsup_results.json")
+  return hf.export_model(_model_values(model), parts, embedding_size, vocab_file,
+                         do_lower_case, output_dir, provenance)
+
+
+def checkpoint_provenance(prefix: str, command: str) -> hf.Provenance:
+  """What the checkpoint's directory tells of its training: the pre-training
+  job's training record, the step, and the evaluation of that step."""
+  directory = os.path.dirname(prefix)
+  results_path = os.path.join(directory, "results", "unsup_results.json")
   results = None
   if os.path.isfile(results_path):
     with open(results_path, encoding="utf-8") as f:
       results = json.load(f)
-  return hf.export_model(_model_values(model), parts, embedding_size, vocab_file,
-                         do_lower_case, output_dir, hf.card_hparams(config), results, command)
+  return hf.Provenance(train_loop.training_runs(directory, pretrain_job.TRAINING_RECORD),
+                       checkpoints.training_step(prefix), results, command, prefix)
 
 
 def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,

@@ -388,9 +388,18 @@ def check_exportable(config, flag: str) -> None:
                       "encoder)")
 
 
+class Provenance(NamedTuple):
+  """What an export knows of the checkpoint it converts, for the model card."""
+  runs: List[Dict]  # the pre-training job's training record (none: not trained here)
+  step: Optional[int]  # the checkpoint's training step, when it is a job's ckpt-<step>
+  results: Optional[Mapping]  # its final evaluation (unsup_results.json), when known
+  command: str  # the command that writes the folders
+  checkpoint: str  # what is converted (a model_dir or a checkpoint prefix)
+
+
 def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConfig],
                  embedding_size: int, vocab_file: str, do_lower_case: bool, output_dir: str,
-                 hparams: Mapping, results: Optional[Mapping], command: str) -> List[str]:
+                 provenance: Provenance) -> List[str]:
   """Writes one folder per part (PARTS -> its encoder config) of the model
   whose official-name values are `values`, under a new output_dir (through a
   temporary directory); returns the folders."""
@@ -402,8 +411,8 @@ def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConf
     for part, model in parts.items():
       write_folder(os.path.join(tmp_dir, part), part, model, embedding_size,
                    to_hf(values, tensor_map(part, model, embedding_size)), vocab_lines,
-                   do_lower_case, model_card(part, hparams, results, command,
-                                             len(vocab_lines), do_lower_case))
+                   do_lower_case, model_card(part, model, embedding_size, len(vocab_lines),
+                                             do_lower_case, provenance))
       written.append(os.path.join(output_dir, part))
   return written
 
@@ -414,26 +423,59 @@ def card_hparams(config) -> Dict:
           if not isinstance(v, (dict, list)) or k == "model_hparam_overrides"}
 
 
-def model_card(part: str, hparams: Mapping, results: Optional[Mapping], command: str,
-               vocab_size: int, do_lower_case: bool) -> str:
-  """README.md of an exported folder: what it is, how it was trained, results."""
-  lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), trained with electra-tf", "",
-           "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
-           "google-research/electra code) and converted to transformers' ELECTRA layout.", "",
-           f"- vocab: {vocab_size} WordPiece entries, "
-           f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)",
-           f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
-           f"LayerNorm epsilon {LAYER_NORM_EPS}"]
-  for key in ("train_batch_size", "max_seq_length", "num_train_steps", "learning_rate",
-              "pretrain_tfrecords"):
-    if key in hparams:
-      lines.append(f"- {key}: {hparams[key]}")
-  lines += ["", "## Hyperparameters (official names)", "", "```json",
-            json.dumps(dict(hparams), indent=1, sort_keys=True, default=str), "```"]
-  if results:
+# The hparams a card lists first: what a reader of a model card looks for.
+CARD_KEYS = ("train_batch_size", "max_seq_length", "num_train_steps", "learning_rate",
+             "num_warmup_steps", "mask_prob", "pretrain_tfrecords")
+
+
+def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: int,
+               do_lower_case: bool, provenance: Provenance) -> str:
+  """README.md of an exported folder: what it is and what is known of how it
+  was trained. Only a checkpoint with the pre-training job's training record
+  gets its hparams and "pre-trained with electra-tf"; any other (Google's
+  TF1 release, an import from transformers) gets what the checkpoint itself
+  shows: its architecture, and the vocab and casing it was exported with."""
+  runs, step, results = provenance.runs, provenance.step, provenance.results
+  if runs:
+    lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), pre-trained with electra-tf", "",
+             "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
+             "google-research/electra code) and converted to transformers' ELECTRA layout. "
+             "The training hparams below are the pre-training job's own record "
+             "(training_runs.json in its model_dir).", ""]
+  else:
+    lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]})", "",
+             "Converted to transformers' ELECTRA layout by electra-tf from "
+             f"`{provenance.checkpoint}`, which has no training record beside it "
+             "(training_runs.json, written by electra-tf's pre-training): how it was "
+             "trained is not known here. Google's TF1 release converted with "
+             "`python -m electra_tf.convert --official_checkpoint` is such a checkpoint.", ""]
+  if step is not None:
+    lines.append(f"- checkpoint: step {step}")
+  lines += [f"- vocab: {vocab_size} WordPiece entries, "
+            f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)"
+            + ("" if runs else ", as the conversion was told"),
+            f"- architecture: {model.num_hidden_layers} layers, hidden {model.hidden_size}, "
+            f"heads {model.num_attention_heads}, feed-forward {model.intermediate_size}, "
+            f"embeddings {embedding_size}, positions {model.max_position_embeddings}",
+            f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
+            f"LayerNorm epsilon {LAYER_NORM_EPS}"]
+  if runs:
+    hparams = runs[-1]["hparams"]
+    lines += [f"- {key}: {hparams[key]}" for key in CARD_KEYS if key in hparams]
+    for before, run in zip(runs, runs[1:]):
+      changed = [f"{key} {before['hparams'].get(key)!r} -> {value!r}"
+                 for key, value in sorted(run["hparams"].items())
+                 if before["hparams"].get(key) != value]
+      lines.append(f"- resumed at step {run['from_step']} with {'; '.join(changed)}")
+    lines += ["", "## Hyperparameters (official names)", "", "```json",
+              json.dumps(hparams, indent=1, sort_keys=True), "```"]
+  if results and (step is None or results.get("global_step", step) == step):
     lines += ["", "## Final evaluation (unsup_results.json)", "", "| metric | value |",
               "|---|---|"]
     lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |"
               for k, v in sorted(results.items())]
-  lines += ["", "## Made by", "", "```bash", command, "```", ""]
+  # the training commands, then the export's (the last run's own with --export_hf)
+  commands = dict.fromkeys(c for c in [run.get("command") for run in runs]
+                           + [provenance.command] if c)
+  lines += ["", "## Made by", "", "```bash", *commands, "```", ""]
   return "\n".join(lines)

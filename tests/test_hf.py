@@ -84,9 +84,25 @@ def test_tokenizer_files_and_model_card(exported, bert_vocab):
     special = json.loads((out / folder / "special_tokens_map.json").read_text())
     assert special == {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                        "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+  # The official debug checkpoint is in the official TF1 layout, as Google's
+  # release: no training record, so the card states only what it shows.
+  for folder, architecture in (
+      ("discriminator", "2 layers, hidden 64, heads 4, feed-forward 256, embeddings 16, "
+                        "positions 512"),
+      ("generator", "2 layers, hidden 32, heads 1, feed-forward 128, embeddings 16, "
+                    "positions 512")):
     card = (out / folder / "README.md").read_text()
-    assert "30522 WordPiece entries, lower-cased" in card and "make it" in card
-    assert '"generator_hidden_size": 0.5' in card
+    assert card.startswith(f"# ELECTRA {folder} (Electra")
+    assert "which has no training record beside it" in card
+    assert f"- architecture: {architecture}\n" in card
+    assert ("- vocab: 30522 WordPiece entries, lower-cased (vocab.txt), as the conversion "
+            "was told\n") in card
+    assert card.endswith("```bash\nmake it\n```\n")
+    for unknown in ("electra-tf (a TensorFlow", "pre-trained with", "train_batch_size",
+                    "num_train_steps", "learning_rate", "pretrain_tfrecords", "checkpoint: step",
+                    "Hyperparameters", "evaluation"):
+      assert unknown not in card, unknown
 
 
 def test_logits_match_transformers_fixture(exported, official_debug_fixture):
@@ -196,6 +212,66 @@ def test_bad_folders_are_one_line_errors_and_write_nothing(exported, tmp_path):
                                       "ElectraForPreTraining as M; M.from_pretrained"):
     convert.hf_to_project([str(torch_only)], str(tmp_path / "out_torch"))
   assert not (tmp_path / "out_torch").exists()
+
+
+def _card_hparams(text):
+  return json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+
+
+@pytest.mark.slow
+def test_model_card_states_the_training_run(bert_vocab, corpus_dir, tmp_path):
+  """Two real pre-training runs (2 steps, then resumed to 3 with another
+  num_train_steps): the card of run_pretraining's --export_hf and that of
+  convert --to_hf on the model_dir both state those runs, from the job's
+  training record, and not the convert command's defaults."""
+  from electra_tf.pretrain import job as job_lib  # pylint: disable=g-import-not-at-top
+  data_dir = make_pretraining_data_dir(tmp_path / "data", corpus_dir, bert_vocab,
+                                       num_lines=40, num_out_files=1)
+  trained = dict(TINY, train_batch_size=4, num_warmup_steps=1, learning_rate=1e-3,
+                 save_checkpoints_steps=1, iterations_per_loop=1, log_every=1)
+  configs = []
+  for steps, export, command in ((2, "hf_first", "python run_pretraining.py --first"),
+                                 (3, "hf_second", "python run_pretraining.py --second")):
+    configs.append(PretrainingConfig.create(dict(trained, num_train_steps=steps),
+                                            data_dir=str(data_dir), model_name="card"))
+    job_lib.run(configs[-1], strategy_name="one_device", export_hf=str(tmp_path / export),
+                command=command)
+  model_dir = configs[-1].model_dir
+  runs = json.loads((pathlib.Path(model_dir) / "training_runs.json").read_text())["runs"]
+  assert [(r["from_step"], r["command"], r["hparams"]["num_train_steps"]) for r in runs] == [
+      (0, "python run_pretraining.py --first", 2), (2, "python run_pretraining.py --second", 3)]
+  # convert --to_hf as the README writes it: --hparams names the model only,
+  # the batch, steps and learning rate are the command's defaults.
+  convert.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), True,
+                        str(tmp_path / "hf_convert"), command="python -m electra_tf.convert x")
+  cards = {name: (tmp_path / name / "discriminator" / "README.md").read_text()
+           for name in ("hf_first", "hf_second", "hf_convert")}
+  first = cards["hf_first"]
+  assert "- checkpoint: step 2\n" in first and "- num_train_steps: 2\n" in first
+  assert "resumed" not in first and "--second" not in first
+  for name in ("hf_second", "hf_convert"):
+    card = cards[name]
+    assert card.startswith("# ELECTRA discriminator (ElectraForPreTraining), pre-trained with "
+                           "electra-tf\n"), name
+    for line in ("- checkpoint: step 3", "- train_batch_size: 4", "- max_seq_length: 32",
+                 "- num_train_steps: 3", "- learning_rate: 0.001", "- num_warmup_steps: 1",
+                 "- mask_prob: 0.15", f"- pretrain_tfrecords: {configs[-1].pretrain_tfrecords}",
+                 "- resumed at step 2 with num_train_steps 2 -> 3",
+                 "- architecture: 1 layers, hidden 32, heads 2, feed-forward 128, "
+                 "embeddings 16, positions 512",
+                 "python run_pretraining.py --first\npython run_pretraining.py --second"):
+      assert line + "\n" in card, (name, line)
+    assert _card_hparams(card) == json.loads(json.dumps(hf.card_hparams(configs[-1])))
+  # The same card both ways, but for the command that wrote the folders.
+  assert (cards["hf_convert"].replace("python -m electra_tf.convert x\n", "")
+          == cards["hf_second"])
+  # A casing that contradicts the record is refused; nothing is written.
+  with pytest.raises(ValueError, match=r"--do_lower_case: .*ckpt-3 was pre-trained with "
+                                       r"do_lower_case true \(.*training_runs.json\); pass "
+                                       "--do_lower_case"):
+    convert.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), False,
+                          str(tmp_path / "hf_cased"))
+  assert not (tmp_path / "hf_cased").exists()
 
 
 # ------------------------------------- folders written by transformers itself
