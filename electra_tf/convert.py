@@ -18,11 +18,17 @@
     writes DIR/discriminator (transformers' ElectraForPreTraining) and
     DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
     checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
-    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py).
+    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
+    card states what the checkpoint was trained with when the pre-training
+    job's record (training_runs.json) is beside it, and only what the
+    checkpoint shows otherwise.
 
   python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
-    reads transformers ELECTRA folders (safetensors) and writes DIR/model.ckpt,
-    DIR/hparams.json and DIR/vocab.txt: with both folders a project checkpoint
+    reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
+    or tokenizer.json, the casing from the tokenizer files; a tied generator
+    output layer left out of the file is the word table) and writes
+    DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
+    DIR/vocab.txt: with both folders a project checkpoint
     of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
     --hparams=DIR/hparams.json), with one folder the discriminator encoder in
     the official layout (run_finetuning.py --init_checkpoint=DIR).

@@ -399,6 +399,19 @@ def _bad_saved_cases(tmp_path):
   bpe = _saved_copy(tmp_path, "bpe")
   _edit_json(bpe / "tokenizer.json", lambda c: c["model"].update(type="BPE"))
   (tmp_path / "a_file").write_text("not a folder\n")
+  big_vocab = _saved_copy(tmp_path, "big_vocab")
+  _edit_json(big_vocab / "config.json", lambda c: c.update(vocab_size=180))
+
+  def rename_mask(spec):
+    spec["model"]["vocab"]["[MASKED]"] = spec["model"]["vocab"].pop("[MASK]")
+    for added in spec["added_tokens"]:
+      added["content"] = "[MASKED]" if added["content"] == "[MASK]" else added["content"]
+  no_mask = _saved_copy(tmp_path, "no_mask")
+  _edit_json(no_mask / "tokenizer.json", rename_mask)
+  torch_only = tmp_path / "torch_only"
+  torch_only.mkdir()
+  shutil.copyfile(SAVED / "generator" / "config.json", torch_only / "config.json")
+  (torch_only / "pytorch_model.bin").write_bytes(b"not read")
   disc, gen_dir = SAVED_PAIR
   return {
       "missing": ([str(tmp_path / "nope")], f"--from_hf: {tmp_path / 'nope'} does not exist"),
@@ -422,6 +435,16 @@ def _bad_saved_cases(tmp_path):
                  "generator_lm_head.weight"),
       "bpe": ([str(bpe)], f"--from_hf: {bpe}/tokenizer.json: model 'BPE' is not a WordPiece "
               "vocab"),
+      "big_vocab": ([str(big_vocab)], f"--from_hf: {big_vocab}/config.json says vocab_size 180, "
+                    f"{big_vocab}/tokenizer.json holds 179 entries"),
+      "no_mask": ([str(no_mask)], f"vocab file {no_mask}/tokenizer.json: missing special "
+                  "token(s) [MASK]"),
+      "torch_only": ([disc, str(torch_only)], f"--from_hf: {torch_only} holds pytorch_model.bin, "
+                     "which only torch can read; convert it once where torch is installed, with "
+                     "its head class (ElectraForPreTraining for a discriminator, "
+                     "ElectraForMaskedLM for a generator): python -c \"from transformers import "
+                     f"ElectraForMaskedLM as M; M.from_pretrained('{torch_only}')"
+                     f".save_pretrained('{torch_only}')\""),
   }
 
 
