@@ -165,9 +165,9 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
   """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
   hparams.json, vocab.txt; returns the checkpoint prefix."""
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
-  if not 1 <= len(folders) <= 2:
-    raise ValueError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not {len(folders)} "
-                     "folders")
+  if not 1 <= len(folders) <= 2 or not all(folders):
+    raise ValueError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
+                     f"{','.join(folders) or 'nothing'} ({len(folders)} folders)")
   disc_json, disc_tensors = hf.read_folder(folders[0])
   disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
   tokenizer = hf.read_tokenizer(folders[0])

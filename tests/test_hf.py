@@ -417,8 +417,10 @@ def _bad_saved_cases(tmp_path):
       "missing": ([str(tmp_path / "nope")], f"--from_hf: {tmp_path / 'nope'} does not exist"),
       "file": ([str(tmp_path / "a_file")],
                f"--from_hf: {tmp_path / 'a_file'} is a file, not a transformers model folder"),
-      "three": ([disc, gen_dir, gen_dir], "--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not 3 "
-                "folders"),
+      "three": ([disc, gen_dir, gen_dir], "--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
+                f"{disc},{gen_dir},{gen_dir} (3 folders)"),
+      "empty": ([disc, ""], f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not {disc}, "
+                "(2 folders)"),
       "other_table": ([disc, str(other_table)],
                       f"--from_hf: {disc}/model.safetensors and {other_table}/model.safetensors "
                       "hold different electra.embeddings.word_embeddings.weight (max |difference| "
