@@ -27,7 +27,8 @@ import contextlib
 import os
 import re
 import shutil
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Sequence, Tuple, Union
+from typing import (Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import tensorflow as tf
 import tf_keras as keras
@@ -294,6 +295,13 @@ def atomic_output_dir(final_dir: str, flag: str, overwrite: bool = False
 # file through `checkpoint.tmp<hex>`.  Only files the state names are a
 # checkpoint; anything else of the managed prefix is debris.
 _TF_TEMPORARY = re.compile(r"^(?:.+_temp|.+\.tempstate\d+|checkpoint\.tmp[0-9a-f]{32})$")
+
+
+def training_step(prefix: str) -> Optional[int]:
+  """The step of a training job's checkpoint prefix (CheckpointManager's
+  <dir>/ckpt-<step>); None for another checkpoint."""
+  match = re.fullmatch(rf"{TRAINING_CHECKPOINT_NAME}-(\d+)", os.path.basename(prefix))
+  return int(match.group(1)) if match else None
 
 
 def _checkpoint_file(checkpoint_name: str) -> "re.Pattern[str]":

@@ -18,11 +18,17 @@ r"""Converts checkpoints between Google's official TF1 layout and the project's.
     writes DIR/discriminator (transformers' ElectraForPreTraining) and
     DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
     checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
-    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py).
+    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
+    card states what the checkpoint was trained with when the pre-training
+    job's record (training_runs.json) is beside it, and only what the
+    checkpoint shows otherwise.
 
   python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
-    reads transformers ELECTRA folders (safetensors) and writes DIR/model.ckpt,
-    DIR/hparams.json and DIR/vocab.txt: with both folders a project checkpoint
+    reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
+    or tokenizer.json, the casing from the tokenizer files; a tied generator
+    output layer left out of the file is the word table) and writes
+    DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
+    DIR/vocab.txt: with both folders a project checkpoint
     of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
     --hparams=DIR/hparams.json), with one folder the discriminator encoder in
     the official layout (run_finetuning.py --init_checkpoint=DIR).
@@ -40,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 from typing import Callable, Dict, List, Optional
 
@@ -51,6 +56,8 @@ from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import hf
+from electra_tf import train_loop
+from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 
@@ -103,6 +110,13 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
   tokenization.check_vocab_size(tokenization.load_vocab(vocab_file), config.vocab_size,
                                 vocab_file)
   prefix = checkpoints.resolve_checkpoint(checkpoint)
+  provenance = checkpoint_provenance(prefix, command)
+  trained = provenance.runs[-1]["hparams"].get("do_lower_case") if provenance.runs else None
+  if trained is not None and trained != do_lower_case:
+    raise config_lib.ConfigError(
+        f"--do_lower_case: {prefix} was pre-trained with do_lower_case "
+        f"{str(trained).lower()} ({os.path.join(os.path.dirname(prefix), pretrain_job.TRAINING_RECORD)}); pass "
+        f"--{'' if trained else 'no'}do_lower_case")
   embedding_size = config.effective_embedding_size
   if encoder_only:
     model = build_discriminator_encoder(config.encoder_config(), embedding_size)
@@ -112,13 +126,21 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
     model = build_model(config)
     checkpoints.restore_from_checkpoint(model, prefix)
     parts = {"discriminator": config.encoder_config(), "generator": config.generator_config()}
-  results_path = os.path.join(os.path.dirname(prefix), "results", "unsup_results.json")
+  return hf.export_model(_model_values(model), parts, embedding_size, vocab_file,
+                         do_lower_case, output_dir, provenance)
+
+
+def checkpoint_provenance(prefix: str, command: str) -> hf.Provenance:
+  """What the checkpoint's directory tells of its training: the pre-training
+  job's training record, the step, and the evaluation of that step."""
+  directory = os.path.dirname(prefix)
+  results_path = os.path.join(directory, "results", "unsup_results.json")
   results = None
   if os.path.isfile(results_path):
     with open(results_path, encoding="utf-8") as f:
       results = json.load(f)
-  return hf.export_model(_model_values(model), parts, embedding_size, vocab_file,
-                         do_lower_case, output_dir, hf.card_hparams(config), results, command)
+  return hf.Provenance(train_loop.training_runs(directory, pretrain_job.TRAINING_RECORD),
+                       checkpoints.training_step(prefix), results, command, prefix)
 
 
 def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
@@ -142,8 +164,13 @@ def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
 def hf_to_project(folders: List[str], output_dir: str) -> str:
   """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
   hparams.json, vocab.txt; returns the checkpoint prefix."""
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  if not 1 <= len(folders) <= 2 or not all(folders):
+    raise ValueError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
+                     f"{','.join(folders) or 'nothing'} ({len(folders)} folders)")
   disc_json, disc_tensors = hf.read_folder(folders[0])
   disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
+  tokenizer = hf.read_tokenizer(folders[0])
   gen = None
   if len(folders) == 2:
     gen_json, gen_tensors = hf.read_folder(folders[1])
@@ -154,7 +181,19 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     if gen_embedding != embedding_size:
       raise ValueError(f"--from_hf: the generator's embedding_size {gen_embedding} differs "
                        f"from the discriminator's {embedding_size} (they share the table)")
+    if any(os.path.isfile(os.path.join(folders[1], name))
+           for name in ("vocab.txt", "tokenizer.json")):
+      gen_tokenizer = hf.read_tokenizer(folders[1])
+      if gen_tokenizer[:2] != tokenizer[:2]:
+        raise ValueError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
+                         "hold different tokenizers (vocab or casing); the pair shares one")
+  vocab = {token: i for i, token in enumerate(tokenizer.vocab)}
+  if len(vocab) != disc.vocab_size:
+    raise ValueError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
+                     f"{disc.vocab_size}, {tokenizer.files[0]} holds {len(vocab)} entries")
+  tokenization.special_ids(vocab, tokenizer.files[0])
   hparams = _hparams_from_hf(disc, embedding_size, gen)
+  hparams["do_lower_case"] = tokenizer.do_lower_case
   config = PretrainingConfig.create(hparams)
   if gen is not None:
     built = config.generator_config()
@@ -173,10 +212,12 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
               folders[0])]
   variables = checkpoints.named_variables(model)
   shapes = {name: tuple(v.shape) for name, v in variables.items()}
-  values: Dict[str, np.ndarray] = {}
+  read = []
   for part, model_config, tensors, folder in parts:
-    values.update(hf.from_hf(tensors, hf.tensor_map(part, model_config, embedding_size),
-                             shapes, os.path.join(folder, hf.WEIGHTS_NAME)))
+    tensor_map = hf.tensor_map(part, model_config, embedding_size)
+    source = os.path.join(folder, hf.WEIGHTS_NAME)
+    read.append((hf.from_hf(tensors, tensor_map, shapes, source), tensor_map, source))
+  values = hf.merge_parts(read)
   if len(folders) == 2:
     missing = sorted(set(variables) - set(values))
     if missing:
@@ -192,7 +233,8 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     checkpoints.write_checkpoint_state(tmp_dir)
     with open(os.path.join(tmp_dir, "hparams.json"), "w", encoding="utf-8") as f:
       json.dump(hparams, f, indent=1, sort_keys=True)
-    shutil.copyfile(os.path.join(folders[0], "vocab.txt"), os.path.join(tmp_dir, "vocab.txt"))
+    with open(os.path.join(tmp_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+      f.writelines(token + "\n" for token in tokenizer.vocab)
   return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)
 
 
@@ -233,7 +275,7 @@ def main() -> int:
       print(f"wrote {folder}")
     return 0
   if FLAGS.from_hf:
-    if not FLAGS.output_dir or len(FLAGS.from_hf) > 2:
+    if not FLAGS.output_dir:
       raise ValueError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
     print(f"wrote {hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
     return 0

@@ -184,31 +184,167 @@ def model_config(hf: Mapping, source: str) -> Tuple[ModelConfig, int]:
 
 
 # ------------------------------------------------------------------ files
+# transformers' generator output layer is the word table: save_pretrained
+# leaves it out of model.safetensors when tie_word_embeddings (its default).
+TIED_OUTPUT = "generator_lm_head.weight"
+WORD_EMBEDDINGS = "electra.embeddings.word_embeddings.weight"
+
+
+def _check_folder(folder: str) -> None:
+  if not os.path.exists(folder):
+    raise DataError(f"--from_hf: {folder} does not exist")
+  if not os.path.isdir(folder):
+    raise DataError(f"--from_hf: {folder} is a file, not a transformers model folder")
+
+
 def read_folder(folder: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
-  """(config.json, the safetensors tensors) of an HF model folder."""
+  """(config.json, the safetensors tensors) of an HF model folder; a tied
+  generator output layer that the file leaves out is the word table, as
+  transformers ties it."""
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  _check_folder(folder)
   config_path = os.path.join(folder, "config.json")
   weights = os.path.join(folder, WEIGHTS_NAME)
   if not os.path.isfile(config_path):
     raise DataError(f"--from_hf: {folder} has no config.json (not a transformers model folder)")
-  if not os.path.isfile(weights):
-    if os.path.isfile(os.path.join(folder, "pytorch_model.bin")):
-      raise DataError(
-          f"--from_hf: {folder} holds pytorch_model.bin, which only torch can read; convert "
-          "it once where torch is installed: python -c \"from transformers import "
-          f"AutoModel; AutoModel.from_pretrained('{folder}').save_pretrained('{folder}', "
-          "safe_serialization=True)\"")
-    raise DataError(f"--from_hf: {folder} has no {WEIGHTS_NAME}")
   with open(config_path, encoding="utf-8") as f:
     try:
       config = json.load(f)
     except json.JSONDecodeError as e:
       raise DataError(f"--from_hf: {config_path}: not JSON ({e})") from None
+  if not os.path.isfile(weights):
+    if os.path.isfile(os.path.join(folder, "pytorch_model.bin")):
+      head = next((a for a in config.get("architectures") or [] if a in ARCHITECTURES.values()),
+                  None)
+      raise DataError(
+          f"--from_hf: {folder} holds pytorch_model.bin, which only torch can read; convert "
+          "it once where torch is installed, with its head class (ElectraForPreTraining for "
+          "a discriminator, ElectraForMaskedLM for a generator): python -c \"from "
+          f"transformers import {head or 'ElectraForPreTraining'} as M; "
+          f"M.from_pretrained('{folder}').save_pretrained('{folder}')\"")
+    raise DataError(f"--from_hf: {folder} has no {WEIGHTS_NAME}")
   try:
     tensors = load_file(weights)
   except Exception as e:  # pylint: disable=broad-except  (safetensors' own errors)
     raise DataError(f"--from_hf: {weights}: unreadable ({e})") from None
+  if (ARCHITECTURES["generator"] in (config.get("architectures") or [])
+      and config.get("tie_word_embeddings", True) and TIED_OUTPUT not in tensors
+      and WORD_EMBEDDINGS in tensors):
+    tensors[TIED_OUTPUT] = tensors[WORD_EMBEDDINGS]
   return config, tensors
+
+
+def merge_parts(parts: List[Tuple[Dict[str, np.ndarray], List[Tensor], str]]
+                ) -> Dict[str, np.ndarray]:
+  """The official-name values of several parts (values, their tensor map,
+  their file) as one model: a tensor that two parts share (the embeddings)
+  must be the same in both, since this project holds one copy."""
+  values: Dict[str, np.ndarray] = {}
+  owner: Dict[str, str] = {}
+  for part_values, tensors, source in parts:
+    hf_names: Dict[str, str] = {}
+    for t in tensors:
+      hf_names.setdefault(t.official, t.hf)
+    for name, value in part_values.items():
+      if name in values and not np.array_equal(values[name], value):
+        raise DataError(
+            f"--from_hf: {owner[name]} and {source} hold different {hf_names[name]} (max "
+            f"|difference| {float(np.max(np.abs(values[name] - value))):.3g}); this "
+            "project's discriminator and generator share one embedding table, so it cannot "
+            "hold this pair")
+      values.setdefault(name, value)
+      owner.setdefault(name, source)
+  return values
+
+
+class Tokenizer(NamedTuple):
+  vocab: List[str]     # the WordPiece entries in id order
+  do_lower_case: bool
+  files: Tuple[str, ...]  # the files they were read from, the vocab's first
+
+
+def _wordpiece_vocab(path: str) -> Tuple[List[str], Optional[bool]]:
+  """The vocab (in id order) and lowercasing of a tokenizers tokenizer.json,
+  which must be BERT's WordPiece tokenizer (this project's)."""
+  with open(path, encoding="utf-8") as f:
+    try:
+      spec = json.load(f)
+    except json.JSONDecodeError as e:
+      raise DataError(f"--from_hf: {path}: not JSON ({e})") from None
+  model = spec.get("model") or {}
+  if (model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##"
+      or not isinstance(model.get("vocab"), dict)):
+    raise DataError(f"--from_hf: {path}: model {model.get('type')!r} is not a WordPiece "
+                    "vocab with ## continuations (BERT's tokenizer, this project's)")
+  by_id = sorted((int(i), token) for token, i in model["vocab"].items())
+  if [i for i, _ in by_id] != list(range(len(by_id))):
+    raise DataError(f"--from_hf: {path}: the WordPiece ids are not 0..{len(by_id) - 1}")
+  for added in spec.get("added_tokens") or []:
+    if model["vocab"].get(added.get("content")) != added.get("id"):
+      raise DataError(f"--from_hf: {path}: added token {added.get('content')!r} (id "
+                      f"{added.get('id')}) is not in the WordPiece vocab")
+  normalizer = spec.get("normalizer")
+  lower = None
+  if normalizer is not None:
+    if normalizer.get("type") != "BertNormalizer":
+      raise DataError(f"--from_hf: {path}: normalizer {normalizer.get('type')!r}: this "
+                      "project's tokenizer is BERT's (BertNormalizer)")
+    lower = bool(normalizer.get("lowercase", True))
+    for key in ("clean_text", "handle_chinese_chars"):
+      if not normalizer.get(key, True):
+        raise DataError(f"--from_hf: {path}: normalizer {key} false: this project's "
+                        "tokenizer always does it (BERT's)")
+    _check_strip_accents(normalizer.get("strip_accents"), lower, path)
+  return [token for _, token in by_id], lower
+
+
+def _check_strip_accents(strip_accents, lower: bool, path: str) -> None:
+  if strip_accents is not None and bool(strip_accents) != lower:
+    raise DataError(f"--from_hf: {path}: strip_accents {strip_accents} with lowercasing "
+                    f"{lower}: this project's tokenizer (BERT's) strips accents exactly when "
+                    "it lower-cases")
+
+
+def read_tokenizer(folder: str) -> Tokenizer:
+  """The WordPiece vocab and casing of an HF model folder: vocab.txt, or
+  tokenizer.json's WordPiece model (transformers 5 writes no vocab.txt);
+  casing from tokenizer.json's normalizer, else tokenizer_config.json's
+  do_lower_case, else lower-cased (transformers' default for ELECTRA's
+  tokenizer). Files that disagree are a one-line error naming both."""
+  paths = {name: os.path.join(folder, name)
+           for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json")}
+  present = {name: path for name, path in paths.items() if os.path.isfile(path)}
+  vocab, lower, sources = None, None, []
+  if "tokenizer.json" in present:
+    vocab, lower = _wordpiece_vocab(present["tokenizer.json"])
+    sources.append(present["tokenizer.json"])
+  if "vocab.txt" in present:
+    with open(present["vocab.txt"], encoding="utf-8") as f:
+      lines = [line.rstrip("\n") for line in f]
+    if vocab is not None and lines != vocab:
+      raise DataError(f"--from_hf: {present['vocab.txt']} and {present['tokenizer.json']} "
+                      "hold different vocabs")
+    vocab = lines
+    sources.insert(0, present["vocab.txt"])
+  if vocab is None:
+    raise DataError(f"--from_hf: {folder} has no vocab.txt or tokenizer.json (the model's "
+                    "WordPiece vocab)")
+  if "tokenizer_config.json" in present:
+    with open(present["tokenizer_config.json"], encoding="utf-8") as f:
+      try:
+        tok_config = json.load(f)
+      except json.JSONDecodeError as e:
+        raise DataError(f"--from_hf: {present['tokenizer_config.json']}: not JSON ({e})") from None
+    said = tok_config.get("do_lower_case")
+    if said is not None and lower is not None and bool(said) != lower:
+      raise DataError(f"--from_hf: {present['tokenizer_config.json']} says do_lower_case "
+                      f"{said}, {present['tokenizer.json']} lowercasing {lower}")
+    if lower is None and said is not None:
+      lower = bool(said)
+      sources.append(present["tokenizer_config.json"])
+    _check_strip_accents(tok_config.get("strip_accents"), True if lower is None else lower,
+                         present["tokenizer_config.json"])
+  return Tokenizer(vocab, True if lower is None else lower, tuple(sources))
 
 
 def tokenizer_files(do_lower_case: bool, max_length: int) -> Dict[str, Dict]:
@@ -252,9 +388,18 @@ def check_exportable(config, flag: str) -> None:
                       "encoder)")
 
 
+class Provenance(NamedTuple):
+  """What an export knows of the checkpoint it converts, for the model card."""
+  runs: List[Dict]  # the pre-training job's training record (none: not trained here)
+  step: Optional[int]  # the checkpoint's training step, when it is a job's ckpt-<step>
+  results: Optional[Mapping]  # its final evaluation (unsup_results.json), when known
+  command: str  # the command that writes the folders
+  checkpoint: str  # what is converted (a model_dir or a checkpoint prefix)
+
+
 def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConfig],
                  embedding_size: int, vocab_file: str, do_lower_case: bool, output_dir: str,
-                 hparams: Mapping, results: Optional[Mapping], command: str) -> List[str]:
+                 provenance: Provenance) -> List[str]:
   """Writes one folder per part (PARTS -> its encoder config) of the model
   whose official-name values are `values`, under a new output_dir (through a
   temporary directory); returns the folders."""
@@ -266,8 +411,8 @@ def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConf
     for part, model in parts.items():
       write_folder(os.path.join(tmp_dir, part), part, model, embedding_size,
                    to_hf(values, tensor_map(part, model, embedding_size)), vocab_lines,
-                   do_lower_case, model_card(part, hparams, results, command,
-                                             len(vocab_lines), do_lower_case))
+                   do_lower_case, model_card(part, model, embedding_size, len(vocab_lines),
+                                             do_lower_case, provenance))
       written.append(os.path.join(output_dir, part))
   return written
 
@@ -278,26 +423,59 @@ def card_hparams(config) -> Dict:
           if not isinstance(v, (dict, list)) or k == "model_hparam_overrides"}
 
 
-def model_card(part: str, hparams: Mapping, results: Optional[Mapping], command: str,
-               vocab_size: int, do_lower_case: bool) -> str:
-  """README.md of an exported folder: what it is, how it was trained, results."""
-  lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), trained with electra-tf", "",
-           "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
-           "google-research/electra code) and converted to transformers' ELECTRA layout.", "",
-           f"- vocab: {vocab_size} WordPiece entries, "
-           f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)",
-           f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
-           f"LayerNorm epsilon {LAYER_NORM_EPS}"]
-  for key in ("train_batch_size", "max_seq_length", "num_train_steps", "learning_rate",
-              "pretrain_tfrecords"):
-    if key in hparams:
-      lines.append(f"- {key}: {hparams[key]}")
-  lines += ["", "## Hyperparameters (official names)", "", "```json",
-            json.dumps(dict(hparams), indent=1, sort_keys=True, default=str), "```"]
-  if results:
+# The hparams a card lists first: what a reader of a model card looks for.
+CARD_KEYS = ("train_batch_size", "max_seq_length", "num_train_steps", "learning_rate",
+             "num_warmup_steps", "mask_prob", "pretrain_tfrecords")
+
+
+def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: int,
+               do_lower_case: bool, provenance: Provenance) -> str:
+  """README.md of an exported folder: what it is and what is known of how it
+  was trained. Only a checkpoint with the pre-training job's training record
+  gets its hparams and "pre-trained with electra-tf"; any other (Google's
+  TF1 release, an import from transformers) gets what the checkpoint itself
+  shows: its architecture, and the vocab and casing it was exported with."""
+  runs, step, results = provenance.runs, provenance.step, provenance.results
+  if runs:
+    lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), pre-trained with electra-tf", "",
+             "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
+             "google-research/electra code) and converted to transformers' ELECTRA layout. "
+             "The training hparams below are the pre-training job's own record "
+             "(training_runs.json in its model_dir).", ""]
+  else:
+    lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]})", "",
+             "Converted to transformers' ELECTRA layout by electra-tf from "
+             f"`{provenance.checkpoint}`, which has no training record beside it "
+             "(training_runs.json, written by electra-tf's pre-training): how it was "
+             "trained is not known here. Google's TF1 release converted with "
+             "`python -m electra_tf.convert --official_checkpoint` is such a checkpoint.", ""]
+  if step is not None:
+    lines.append(f"- checkpoint: step {step}")
+  lines += [f"- vocab: {vocab_size} WordPiece entries, "
+            f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)"
+            + ("" if runs else ", as the conversion was told"),
+            f"- architecture: {model.num_hidden_layers} layers, hidden {model.hidden_size}, "
+            f"heads {model.num_attention_heads}, feed-forward {model.intermediate_size}, "
+            f"embeddings {embedding_size}, positions {model.max_position_embeddings}",
+            f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
+            f"LayerNorm epsilon {LAYER_NORM_EPS}"]
+  if runs:
+    hparams = runs[-1]["hparams"]
+    lines += [f"- {key}: {hparams[key]}" for key in CARD_KEYS if key in hparams]
+    for before, run in zip(runs, runs[1:]):
+      changed = [f"{key} {before['hparams'].get(key)!r} -> {value!r}"
+                 for key, value in sorted(run["hparams"].items())
+                 if before["hparams"].get(key) != value]
+      lines.append(f"- resumed at step {run['from_step']} with {'; '.join(changed)}")
+    lines += ["", "## Hyperparameters (official names)", "", "```json",
+              json.dumps(hparams, indent=1, sort_keys=True), "```"]
+  if results and (step is None or results.get("global_step", step) == step):
     lines += ["", "## Final evaluation (unsup_results.json)", "", "| metric | value |",
               "|---|---|"]
     lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |"
               for k, v in sorted(results.items())]
-  lines += ["", "## Made by", "", "```bash", command, "```", ""]
+  # the training commands, then the export's (the last run's own with --export_hf)
+  commands = dict.fromkeys(c for c in [run.get("command") for run in runs]
+                           + [provenance.command] if c)
+  lines += ["", "## Made by", "", "```bash", *commands, "```", ""]
   return "\n".join(lines)

@@ -209,6 +209,34 @@ def write_run_record(model_dir: str, name: str, record: Mapping[str, object]) ->
     fileio.atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def record_training_run(model_dir: str, name: str, hparams: Mapping[str, object],
+                        from_step: int, command: str) -> None:
+  """Adds a run to the training record `name` of model_dir (JSON, {"runs":
+  [{"from_step", "command", "hparams"}]}) unless it goes on with the last
+  run's hparams (a resume): what the checkpoints were trained with, read by
+  the model card of an export (electra_tf/hf.py)."""
+  runs = training_runs(model_dir, name)
+  hparams = json.loads(json.dumps(hparams, default=str))  # as JSON gives it back
+  if runs and runs[-1].get("hparams") == hparams:
+    return
+  runs.append({"from_step": from_step, "command": command, "hparams": hparams})
+  os.makedirs(model_dir, exist_ok=True)
+  fileio.atomic_write_text(os.path.join(model_dir, name),
+                           json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")
+
+
+def training_runs(directory: str, name: str) -> List[Dict[str, object]]:
+  """The runs of the training record `name` in directory (none: no record)."""
+  path = os.path.join(directory, name)
+  if not os.path.isfile(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    try:
+      return list(json.load(f)["runs"])
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+      raise TrainingError(f"{path}: not a training record ({e})") from None
+
+
 # ------------------------------------------------------------ the step
 def scale_loss(optimizer: keras.optimizers.Optimizer, loss: tf.Tensor) -> tf.Tensor:
   """The loss times the current loss scale (unchanged without loss scaling)."""

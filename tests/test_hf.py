@@ -10,6 +10,7 @@ torch and transformers import (neither is a requirement) and skips otherwise.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -83,9 +84,25 @@ def test_tokenizer_files_and_model_card(exported, bert_vocab):
     special = json.loads((out / folder / "special_tokens_map.json").read_text())
     assert special == {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                        "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+  # The official debug checkpoint is in the official TF1 layout, as Google's
+  # release: no training record, so the card states only what it shows.
+  for folder, architecture in (
+      ("discriminator", "2 layers, hidden 64, heads 4, feed-forward 256, embeddings 16, "
+                        "positions 512"),
+      ("generator", "2 layers, hidden 32, heads 1, feed-forward 128, embeddings 16, "
+                    "positions 512")):
     card = (out / folder / "README.md").read_text()
-    assert "30522 WordPiece entries, lower-cased" in card and "make it" in card
-    assert '"generator_hidden_size": 0.5' in card
+    assert card.startswith(f"# ELECTRA {folder} (Electra")
+    assert "which has no training record beside it" in card
+    assert f"- architecture: {architecture}\n" in card
+    assert ("- vocab: 30522 WordPiece entries, lower-cased (vocab.txt), as the conversion "
+            "was told\n") in card
+    assert card.endswith("```bash\nmake it\n```\n")
+    for unknown in ("electra-tf (a TensorFlow", "pre-trained with", "train_batch_size",
+                    "num_train_steps", "learning_rate", "pretrain_tfrecords", "checkpoint: step",
+                    "Hyperparameters", "evaluation"):
+      assert unknown not in card, unknown
 
 
 def test_logits_match_transformers_fixture(exported, official_debug_fixture):
@@ -191,9 +208,320 @@ def test_bad_folders_are_one_line_errors_and_write_nothing(exported, tmp_path):
   (torch_only / "config.json").write_text((disc / "config.json").read_text())
   (torch_only / "pytorch_model.bin").write_bytes(b"not read")
   with pytest.raises(DataError, match="holds pytorch_model.bin, which only torch can read; "
-                                      "convert it once"):
+                                      r"convert it once .*from transformers import "
+                                      "ElectraForPreTraining as M; M.from_pretrained"):
     convert.hf_to_project([str(torch_only)], str(tmp_path / "out_torch"))
   assert not (tmp_path / "out_torch").exists()
+
+
+def _card_hparams(text):
+  return json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+
+
+@pytest.mark.slow
+def test_model_card_states_the_training_run(bert_vocab, corpus_dir, tmp_path):
+  """Two real pre-training runs (2 steps, then resumed to 3 with another
+  num_train_steps): the card of run_pretraining's --export_hf and that of
+  convert --to_hf on the model_dir both state those runs, from the job's
+  training record, and not the convert command's defaults."""
+  from electra_tf.pretrain import job as job_lib  # pylint: disable=g-import-not-at-top
+  data_dir = make_pretraining_data_dir(tmp_path / "data", corpus_dir, bert_vocab,
+                                       num_lines=40, num_out_files=1)
+  trained = dict(TINY, train_batch_size=4, num_warmup_steps=1, learning_rate=1e-3,
+                 save_checkpoints_steps=1, iterations_per_loop=1, log_every=1)
+  configs = []
+  for steps, export, command in ((2, "hf_first", "python run_pretraining.py --first"),
+                                 (3, "hf_second", "python run_pretraining.py --second")):
+    configs.append(PretrainingConfig.create(dict(trained, num_train_steps=steps),
+                                            data_dir=str(data_dir), model_name="card"))
+    job_lib.run(configs[-1], strategy_name="one_device", export_hf=str(tmp_path / export),
+                command=command)
+  model_dir = configs[-1].model_dir
+  runs = json.loads((pathlib.Path(model_dir) / "training_runs.json").read_text())["runs"]
+  assert [(r["from_step"], r["command"], r["hparams"]["num_train_steps"]) for r in runs] == [
+      (0, "python run_pretraining.py --first", 2), (2, "python run_pretraining.py --second", 3)]
+  # convert --to_hf as the README writes it: --hparams names the model only,
+  # the batch, steps and learning rate are the command's defaults.
+  convert.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), True,
+                        str(tmp_path / "hf_convert"), command="python -m electra_tf.convert x")
+  cards = {name: (tmp_path / name / "discriminator" / "README.md").read_text()
+           for name in ("hf_first", "hf_second", "hf_convert")}
+  first = cards["hf_first"]
+  assert "- checkpoint: step 2\n" in first and "- num_train_steps: 2\n" in first
+  assert "resumed" not in first and "--second" not in first
+  for name in ("hf_second", "hf_convert"):
+    card = cards[name]
+    assert card.startswith("# ELECTRA discriminator (ElectraForPreTraining), pre-trained with "
+                           "electra-tf\n"), name
+    for line in ("- checkpoint: step 3", "- train_batch_size: 4", "- max_seq_length: 32",
+                 "- num_train_steps: 3", "- learning_rate: 0.001", "- num_warmup_steps: 1",
+                 "- mask_prob: 0.15", f"- pretrain_tfrecords: {configs[-1].pretrain_tfrecords}",
+                 "- resumed at step 2 with num_train_steps 2 -> 3",
+                 "- architecture: 1 layers, hidden 32, heads 2, feed-forward 128, "
+                 "embeddings 16, positions 512",
+                 "python run_pretraining.py --first\npython run_pretraining.py --second"):
+      assert line + "\n" in card, (name, line)
+    assert _card_hparams(card) == json.loads(json.dumps(hf.card_hparams(configs[-1])))
+  # The same card both ways, but for the command that wrote the folders.
+  assert (cards["hf_convert"].replace("python -m electra_tf.convert x\n", "")
+          == cards["hf_second"])
+  # A casing that contradicts the record is refused; nothing is written.
+  with pytest.raises(ValueError, match=r"--do_lower_case: .*ckpt-3 was pre-trained with "
+                                       r"do_lower_case true \(.*training_runs.json\); pass "
+                                       "--do_lower_case"):
+    convert.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), False,
+                          str(tmp_path / "hf_cased"))
+  assert not (tmp_path / "hf_cased").exists()
+
+
+# ------------------------------------- folders written by transformers itself
+SAVED = REPO / "tests" / "data" / "hf_transformers_saved"
+SAVED_PAIR = [str(SAVED / "discriminator"), str(SAVED / "generator")]
+# Max |difference| between transformers' logits (reference.npz) and ours on the
+# imported pair, measured 2026-11-26 on a 2-core AMD EPYC with transformers 5.24.0
+# / torch 2.13.0: discriminator 4.2e-7, generator 7.7e-7 (logits up to 1.1 and
+# 2.1). The tests allow 1e-5.
+SAVED_ATOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def saved_import(tmp_path_factory):
+  """The pair transformers saved (make_fixture.py), imported."""
+  out = tmp_path_factory.mktemp("saved") / "imported"
+  assert convert.hf_to_project(SAVED_PAIR, str(out)) == str(out / "model.ckpt")
+  return out
+
+
+def test_transformers_saved_pair_has_what_the_import_must_supply():
+  """What transformers 5 writes: no vocab.txt, and no tied output layer."""
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  for folder in SAVED_PAIR:
+    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors", "tokenizer.json",
+                                          "tokenizer_config.json"]
+  assert "generator_lm_head.weight" not in load_file(str(SAVED / "generator" /
+                                                         "model.safetensors"))
+
+
+def test_transformers_saved_pair_gives_transformers_logits(saved_import):
+  hparams = json.loads((saved_import / "hparams.json").read_text())
+  assert hparams["do_lower_case"] is True and hparams["vocab_size"] == 179
+  assert hparams["embedding_size"] == 32 and hparams["generator_hidden_size"] == 0.25
+  model = build_model(PretrainingConfig.create(hparams))
+  checkpoints.restore_from_checkpoint(model, str(saved_import))  # strict: every variable
+  ref = np.load(SAVED / "reference.npz")
+  disc = model.discriminator_logits(ref["input_ids"], ref["input_mask"], ref["segment_ids"],
+                                    training=False).numpy()
+  np.testing.assert_allclose(disc, ref["disc_logits"], rtol=0, atol=SAVED_ATOL)
+  batch, length = ref["input_ids"].shape
+  gen = model.mlm_logits({
+      "input_ids": tf.constant(ref["input_ids"]), "input_mask": tf.constant(ref["input_mask"]),
+      "segment_ids": tf.constant(ref["segment_ids"]),
+      "masked_lm_positions": tf.constant(np.tile(np.arange(length, dtype=np.int32),
+                                                 [batch, 1]))}, training=False).numpy()
+  # (the output layer, left out of the file, is the tied word table)
+  np.testing.assert_allclose(gen, ref["gen_logits"], rtol=0, atol=SAVED_ATOL)
+
+
+def test_transformers_saved_pair_comes_back_bit_for_bit(saved_import, tmp_path):
+  """Imported, then exported again: every tensor transformers saved, bit for
+  bit, and the tied output layer written out (transformers loads both;
+  measured: its logits on the export equal reference.npz exactly)."""
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  hparams = json.loads((saved_import / "hparams.json").read_text())
+  convert.project_to_hf(str(saved_import), PretrainingConfig.create(hparams),
+                        str(saved_import / "vocab.txt"), True, str(tmp_path / "hf"))
+  for part in ("discriminator", "generator"):
+    theirs = load_file(str(SAVED / part / "model.safetensors"))
+    ours = load_file(str(tmp_path / "hf" / part / "model.safetensors"))
+    extra = {"generator_lm_head.weight"} if part == "generator" else set()
+    assert set(ours) == set(theirs) | extra
+    for key, value in theirs.items():
+      np.testing.assert_array_equal(ours[key], value, err_msg=key)
+    for key in extra:
+      np.testing.assert_array_equal(ours[key], theirs[hf.WORD_EMBEDDINGS])
+    saved = json.loads((SAVED / part / "config.json").read_text())
+    written = json.loads((tmp_path / "hf" / part / "config.json").read_text())
+    assert {k: v for k, v in written.items() if k in saved} == {
+        k: v for k, v in saved.items() if k in written}
+
+
+def _our_ids(vocab_file, do_lower_case, texts):
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  ours = tokenization.FullTokenizer(str(vocab_file), do_lower_case)
+  return [ours.convert_tokens_to_ids(["[CLS]"] + ours.tokenize(text) + ["[SEP]"])
+          for text in texts]
+
+
+def test_transformers_saved_tokenizer_gives_transformers_ids(saved_import):
+  """vocab.txt from tokenizer.json's WordPiece model, casing from its
+  normalizer: our tokenizer then gives transformers' ids."""
+  ref = json.loads((SAVED / "reference.json").read_text(encoding="utf-8"))
+  assert _our_ids(saved_import / "vocab.txt", True, ref["texts"]) == ref["uncased_ids"]
+  # A literal special token in the text: transformers keeps it as one token,
+  # BERT's tokenizer and ours split it ("[", "mask", "]"; docs/huggingface.md):
+  # our ids are theirs with each such token replaced by our pieces of it.
+  vocab = saved_import / "vocab.txt"
+  split = {token: _our_ids(vocab, True, [token])[0][1:-1] for token in ("[MASK]", "[CLS]",
+                                                                         "[SEP]")}
+  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+  # ("[" and "]" are not in the fixture's vocab)
+  assert tokenization.FullTokenizer(str(vocab)).tokenize("[MASK]") == [
+      "[UNK]", "m", "##a", "##s", "##k", "[UNK]"]
+  special = {"[MASK]": 4, "[CLS]": 2, "[SEP]": 3}
+  for text, theirs in zip(ref["special_texts"], ref["special_uncased_ids"]):
+    expected = [theirs[0]]
+    for i in theirs[1:-1]:
+      expected += split[next(t for t, j in special.items() if j == i)] if i in (2, 3, 4) else [i]
+    assert _our_ids(vocab, True, [text])[0] == expected + [theirs[-1]], text
+
+
+def test_transformers_saved_cased_tokenizer_imports_cased(tmp_path):
+  folder = tmp_path / "cased"
+  shutil.copytree(SAVED / "discriminator", folder)
+  for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copyfile(SAVED / "cased_tokenizer" / name, folder / name)
+  convert.hf_to_project([str(folder)], str(tmp_path / "out"))
+  assert json.loads((tmp_path / "out" / "hparams.json").read_text())["do_lower_case"] is False
+  ref = json.loads((SAVED / "reference.json").read_text(encoding="utf-8"))
+  assert _our_ids(tmp_path / "out" / "vocab.txt", False, ref["texts"]) == ref["cased_ids"]
+  assert ref["cased_ids"] != ref["uncased_ids"]
+
+
+def _edit_json(path, edit):
+  content = json.loads(path.read_text(encoding="utf-8"))
+  edit(content)
+  path.write_text(json.dumps(content), encoding="utf-8")
+
+
+def _saved_copy(tmp_path, name, part="discriminator", **changes):
+  """A copy of the saved `part` folder, its tensors changed (None: removed)."""
+  _copy_folder(SAVED / part, tmp_path / name, **changes)
+  return tmp_path / name
+
+
+def _bad_saved_cases(tmp_path):
+  """(folders, what the one-line error must say) of bad transformers folders."""
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  gen = load_file(str(SAVED / "generator" / "model.safetensors"))
+  table = gen["electra.embeddings.word_embeddings.weight"].copy()
+  table[7, 3] += 0.25
+  other_table = _saved_copy(tmp_path, "other_table", "generator",
+                            **{"electra.embeddings.word_embeddings.weight": table})
+  no_vocab = _saved_copy(tmp_path, "no_vocab")
+  for name in ("tokenizer.json", "tokenizer_config.json"):
+    (no_vocab / name).unlink()
+  two_vocabs = _saved_copy(tmp_path, "two_vocabs")
+  (two_vocabs / "vocab.txt").write_text("[PAD]\n[UNK]\n", encoding="utf-8")
+  says_cased = _saved_copy(tmp_path, "says_cased")
+  _edit_json(says_cased / "tokenizer_config.json", lambda c: c.update(do_lower_case=False))
+  cased_gen = _saved_copy(tmp_path, "cased_gen", "generator")
+  for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copyfile(SAVED / "cased_tokenizer" / name, cased_gen / name)
+  untied = _saved_copy(tmp_path, "untied", "generator")
+  _edit_json(untied / "config.json", lambda c: c.update(tie_word_embeddings=False))
+  bpe = _saved_copy(tmp_path, "bpe")
+  _edit_json(bpe / "tokenizer.json", lambda c: c["model"].update(type="BPE"))
+  (tmp_path / "a_file").write_text("not a folder\n")
+  big_vocab = _saved_copy(tmp_path, "big_vocab")
+  _edit_json(big_vocab / "config.json", lambda c: c.update(vocab_size=180))
+
+  def rename_mask(spec):
+    spec["model"]["vocab"]["[MASKED]"] = spec["model"]["vocab"].pop("[MASK]")
+    for added in spec["added_tokens"]:
+      added["content"] = "[MASKED]" if added["content"] == "[MASK]" else added["content"]
+  no_mask = _saved_copy(tmp_path, "no_mask")
+  _edit_json(no_mask / "tokenizer.json", rename_mask)
+  torch_only = tmp_path / "torch_only"
+  torch_only.mkdir()
+  shutil.copyfile(SAVED / "generator" / "config.json", torch_only / "config.json")
+  (torch_only / "pytorch_model.bin").write_bytes(b"not read")
+  disc, gen_dir = SAVED_PAIR
+  return {
+      "missing": ([str(tmp_path / "nope")], f"--from_hf: {tmp_path / 'nope'} does not exist"),
+      "file": ([str(tmp_path / "a_file")],
+               f"--from_hf: {tmp_path / 'a_file'} is a file, not a transformers model folder"),
+      "three": ([disc, gen_dir, gen_dir], "--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
+                f"{disc},{gen_dir},{gen_dir} (3 folders)"),
+      "empty": ([disc, ""], f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not {disc}, "
+                "(2 folders)"),
+      "other_table": ([disc, str(other_table)],
+                      f"--from_hf: {disc}/model.safetensors and {other_table}/model.safetensors "
+                      "hold different electra.embeddings.word_embeddings.weight (max |difference| "
+                      "0.25); this project's discriminator and generator share one embedding "
+                      "table"),
+      "no_vocab": ([str(no_vocab)], f"--from_hf: {no_vocab} has no vocab.txt or tokenizer.json"),
+      "two_vocabs": ([str(two_vocabs)], f"--from_hf: {two_vocabs}/vocab.txt and "
+                     f"{two_vocabs}/tokenizer.json hold different vocabs"),
+      "says_cased": ([str(says_cased)], f"--from_hf: {says_cased}/tokenizer_config.json says "
+                     f"do_lower_case False, {says_cased}/tokenizer.json lowercasing True"),
+      "cased_gen": ([disc, str(cased_gen)], f"--from_hf: {disc}/tokenizer.json and "
+                    f"{cased_gen}/tokenizer.json hold different tokenizers"),
+      "untied": ([disc, str(untied)], f"{untied}/model.safetensors: missing tensor "
+                 "generator_lm_head.weight"),
+      "bpe": ([str(bpe)], f"--from_hf: {bpe}/tokenizer.json: model 'BPE' is not a WordPiece "
+              "vocab"),
+      "big_vocab": ([str(big_vocab)], f"--from_hf: {big_vocab}/config.json says vocab_size 180, "
+                    f"{big_vocab}/tokenizer.json holds 179 entries"),
+      "no_mask": ([str(no_mask)], f"vocab file {no_mask}/tokenizer.json: missing special "
+                  "token(s) [MASK]"),
+      "torch_only": ([disc, str(torch_only)], f"--from_hf: {torch_only} holds pytorch_model.bin, "
+                     "which only torch can read; convert it once where torch is installed, with "
+                     "its head class (ElectraForPreTraining for a discriminator, "
+                     "ElectraForMaskedLM for a generator): python -c \"from transformers import "
+                     f"ElectraForMaskedLM as M; M.from_pretrained('{torch_only}')"
+                     f".save_pretrained('{torch_only}')\""),
+  }
+
+
+def test_bad_transformers_folders_are_one_line_errors_and_write_nothing(tmp_path):
+  for name, (folders, message) in _bad_saved_cases(tmp_path).items():
+    out = tmp_path / f"out_{name}"
+    with pytest.raises(ValueError) as raised:
+      convert.hf_to_project(folders, str(out))
+    assert message in str(raised.value) and "\n" not in str(raised.value), (name, raised.value)
+    assert not out.exists(), name
+
+
+# The convert command's flags and main() on each bad case, in one process (one
+# TensorFlow start): what `python -m electra_tf.convert` prints and exits with.
+CONVERT_CASES = """
+import contextlib, io, json, sys
+from absl import flags
+from electra_tf import cli, convert
+convert._define_flags()
+results = []
+for argv in json.loads(sys.argv[1]):
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["convert"] + argv)
+  err = io.StringIO()
+  with contextlib.redirect_stderr(err):
+    try:
+      with cli.one_line_errors("electra_tf.convert"):
+        code = convert.main() or 0
+    except SystemExit as e:
+      code = e.code
+  results.append([code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_convert_command_on_bad_transformers_folders(tmp_path):
+  cases = _bad_saved_cases(tmp_path)
+  argvs = [[f"--from_hf={','.join(folders)}", f"--output_dir={tmp_path / ('out_' + name)}"]
+           for name, (folders, _) in cases.items()]
+  argvs.append([f"--from_hf={SAVED_PAIR[0]}"])
+  messages = [message for _, message in cases.values()]
+  messages.append("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
+  run = subprocess.run([sys.executable, "-c", CONVERT_CASES, json.dumps(argvs)], cwd=REPO,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), capture_output=True,
+                       text=True)
+  assert run.returncode == 0, run.stderr[-2000:]
+  for (code, stderr), message in zip(json.loads(run.stdout.splitlines()[-1]), messages):
+    assert code == 2, (message, stderr)
+    assert stderr == f"electra_tf.convert: error: {message}" + stderr.split(message, 1)[1]
+    assert stderr.count("\n") == 1, stderr
+  assert not any(name.startswith("out_") for name in os.listdir(tmp_path))
 
 
 @pytest.mark.slow

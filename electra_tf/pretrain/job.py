@@ -24,7 +24,8 @@ what the uninterrupted one would have, and a MirroredStrategy run sees the
 same noise as a one-device run on the same global batch.
 
 What a run leaves in model_dir: `ckpt-<step>` checkpoints, `electra_config.json`
-(the architecture; a rerun with another is refused), TensorBoard scalars in
+(the architecture; a rerun with another is refused), `training_runs.json` (each
+run's hparams and command, from the step it started at), TensorBoard scalars in
 `train/` and `eval/`, and in `results/`: the official `unsup_results.txt`,
 its JSON twin and `curves.png` (training losses, learning rate, eval metrics).
 """
@@ -61,6 +62,9 @@ from electra_tf.pretrain.model import build_model
 from electra_tf.train_loop import TrainingError, log as _log
 
 RUN_RECORD = config_lib.ARCHITECTURE_RECORD  # the architecture; a rerun with another is refused
+# What the checkpoints were trained with (each run's hparams and command):
+# the model card of a transformers export states it.
+TRAINING_RECORD = "training_runs.json"
 
 
 class PretrainingJob:
@@ -246,11 +250,12 @@ class PretrainingJob:
 
   # --------------------------------------------------------------- train
   def train(self, init_checkpoint: Optional[str] = None,
-            until_step: Optional[int] = None) -> int:
+            until_step: Optional[int] = None, command: str = "") -> int:
     """Trains to num_train_steps, resuming from model_dir; returns the step.
 
     `until_step` stops earlier, at a step of the same schedule (the learning
     rate still decays to 0 at num_train_steps); a rerun continues from there.
+    The run (its hparams and `command`) goes into model_dir's TRAINING_RECORD.
     """
     config, strategy = self.config, self.strategy
     chief = distribution.is_chief(strategy)
@@ -263,6 +268,9 @@ class PretrainingJob:
       _log(f"Initialised the model from {init_checkpoint}")
 
     step = int(self.optimizer.iterations.numpy())
+    if chief:
+      train_loop.record_training_run(config.model_dir, TRAINING_RECORD,
+                                     hf.card_hparams(config), step, command)
     # A resumed run continues the seeded data stream where it stopped.
     train_iterator, input_state = self._train_input(latest, step)
     writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train")) \
@@ -323,7 +331,7 @@ class PretrainingJob:
     if latest is None:
       raise TrainingError(f"--do_eval: no checkpoint in model_dir {config.model_dir}")
     tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
-    global_step = int(latest.rsplit("-", 1)[1])  # CheckpointManager's ckpt-<step>
+    global_step = checkpoints.training_step(latest)
 
     if self._eval_step is None:  # traced once, whatever the number of evaluations
 
@@ -533,7 +541,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         _log(f"Removed {path}, left by an interrupted earlier run")
     results: Dict[str, float] = {}
     if config.do_train:
-      results["global_step"] = job.train(init_checkpoint)
+      results["global_step"] = job.train(init_checkpoint, command=command)
     if config.do_eval:
       results = job.evaluate()
     if export_dir and chief:
@@ -550,8 +558,12 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
                "generator": config.generator_config()}
       values = {name: variable.numpy() for name, variable in
                 checkpoints.named_variables(job.model).items()}
+      provenance = hf.Provenance(
+          train_loop.training_runs(config.model_dir, TRAINING_RECORD),
+          checkpoints.training_step(tf.train.latest_checkpoint(config.model_dir) or ""),
+          results if config.do_eval else None, command, config.model_dir)
       for folder in hf.export_model(values, parts, config.effective_embedding_size,
                                     config.vocab_file, config.do_lower_case, export_hf,
-                                    hf.card_hparams(config), results or None, command):
+                                    provenance):
         _log(f"Exported the transformers model {folder}")
   return results
