@@ -60,8 +60,15 @@ SUBSTITUTIONS = [
      '"eval_every_steps": 10}\'\n', "the embedded default, 2 layers for 20 steps instead of 4 "
      "for 400"),
     ("README.md", "hub/electra-small-discriminator,hub/electra-small-generator",
-     "hf/mine/discriminator,hf/mine/generator",
-     "transformers folders: the pair --to_hf wrote just before"),
+     "tests/data/hf_transformers_saved/discriminator,tests/data/hf_transformers_saved/generator",
+     "a pair saved by transformers 5.24 itself (random weights, committed) for the Hub's"),
+    ("README.md", "--output_dir=data/from_hub_tfrecords",
+     "--output_dir=data/from_hub_tfrecords --max_seq_length=32",
+     "that pair has 32 positions: sequences of 32"),
+    ("README.md", '"num_train_steps": 20000, "num_warmup_steps": 2000',
+     '"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8, '
+     '"max_seq_length": 32',
+     "20 steps of batch 8 of continued pre-training (sequences of 32) instead of 20,000 of 128"),
     ("README.md", "--model_size=base \\\n    --hparams='{\"gradient_accumulation_steps\": 8, "
      '"recompute_layers": true}\'',
      "--model_size=small \\\n    --hparams='{\"gradient_accumulation_steps\": 8, "
@@ -120,7 +127,9 @@ def work_dir(tmp_path_factory):
 
 
 def _environment() -> dict:
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  # As a user's shell has it: no PYTHONPATH, TensorFlow's log level unset.
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
   # `python` is the interpreter running the tests (a venv need not be active).
   env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
   env["PYTHONUNBUFFERED"] = "1"

@@ -319,6 +319,7 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
 
 def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tmp_path):
   from electra_tf.pretrain import job as job_lib
+  from electra_tf.errors import ConfigError
   from electra_tf.pretrain.config import PretrainingConfig
   first = PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path)})
   assert not train_loop.check_run_record(str(tmp_path), job_lib.RUN_RECORD,
@@ -327,8 +328,12 @@ def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tm
   recorded = (tmp_path / "electra_config.json").read_text()
   # the same configuration: accepted
   assert train_loop.check_run_record(str(tmp_path), job_lib.RUN_RECORD, first.architecture())
-  other = PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path),
-                                    "vocab_size": 8000, "model_size": "base"})
+  # A config for that model_dir reads its record, and a contradiction names both.
+  with pytest.raises(ConfigError, match=r"hparam model_size: 'base' contradicts the 'small' "
+                     rf"that {tmp_path}/electra_config.json records"):
+    PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path), "model_size": "base"})
+  # The job's own check of the record, for a config made elsewhere.
+  other = PretrainingConfig.create({**TINY_HPARAMS, "vocab_size": 8000, "model_size": "base"})
   with pytest.raises(train_loop.TrainingError) as error:
     train_loop.check_run_record(str(tmp_path), job_lib.RUN_RECORD, other.architecture())
   message = str(error.value)
