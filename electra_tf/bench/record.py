@@ -7,7 +7,8 @@ The benchmark commands' `--json_output=FILE` (`--output` of
    "started": UTC ISO time of the start, "machine": {"cpu", "cores",
    "cpu_flags" (the ones that change speed: avx2, avx512f, avx512_bf16,
    amx_bf16), "gpus", "memory_gb", "load_average" (1, 5, 15 minutes, at
-   the end)}, "commit": the checkout's git commit (with "+changes" when its
+   the end), "cpus" (the machine's) and "cores" (this process may use)},
+   "commit": the checkout's git commit (with "+changes" when its
    tracked files differ from it), "result": what the command printed}
 
 so that a figure quoted in the docs (docs/results/) can be traced to the
@@ -67,7 +68,8 @@ def machine(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> D
   except (OSError, subprocess.SubprocessError):
     pass
   load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-  return {"cpu": cpu, "cores": available_cores(), "cpu_flags": flags_present, "gpus": gpus,
+  return {"cpu": cpu, "cpus": os.cpu_count(), "cores": available_cores(),
+          "cpu_flags": flags_present, "gpus": gpus,
           "memory_gb": memory_gb, "load_average": load}
 
 
