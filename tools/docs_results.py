@@ -91,6 +91,11 @@ def _fmt(x: float, digits: int = 1) -> str:
   return f"{x:,.{digits}f}"
 
 
+def _rate(x: float) -> str:
+  """seq/s: one decimal, two below 1."""
+  return f"{x:.2f}" if x < 1 else f"{x:.1f}"
+
+
 def step_table(records) -> str:
   rows = ["| ours | Model Garden | ours seq/s | Model Garden seq/s | speedup (median of the pairs) |",
           "|---|---|---|---|---|"]
@@ -100,8 +105,8 @@ def step_table(records) -> str:
     if baseline == "bfloat16":
       baseline = "bfloat16 encoders"
     pairs = ", ".join(f"{x:.2f}" for x in r.get("pair_speedups", []))
-    rows.append(f"| {r['precision']} | {baseline} | {r['seq_per_sec']:.1f} | "
-                f"{r.get('baseline_seq_per_sec', 0):.2f} | **{r['speedup']:.2f}x** ({pairs}) |")
+    rows.append(f"| {r['precision']} | {baseline} | {_rate(r['seq_per_sec'])} | "
+                f"{_rate(r.get('baseline_seq_per_sec', 0))} | **{r['speedup']:.2f}x** ({pairs}) |")
   return "\n".join(rows) + "\n"
 
 
