@@ -29,13 +29,16 @@ on the same inputs, alternating.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict
 
 from absl import flags
 
 from electra_tf import cli
 from electra_tf import config as config_lib
+from electra_tf import fileio
 from electra_tf.bench import input_pipeline
+from electra_tf.bench import record
 from electra_tf.bench import serving as serving_bench
 from electra_tf.bench import step as step_bench
 from electra_tf.pretrain.config import PretrainingConfig
@@ -68,6 +71,9 @@ def _define_flags() -> None:
   flags.DEFINE_enum("baseline", None, ["model_garden"],
                     "Also time Model Garden's ElectraPretrainer on the same batch.")
   flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
+  flags.DEFINE_string("json_output", None,
+                      "Also write the JSON object, with the command line, date, machine and "
+                      "git commit (electra_tf/bench/record.py), to this file.")
   flags.DEFINE_string("export_dir", None,
                       "Time this SavedModel's text and ids signatures instead of training.")
   flags.DEFINE_integer("latency_calls", 100,
@@ -124,7 +130,17 @@ def config_from_flags() -> PretrainingConfig:
   return PretrainingConfig.create(hparams)
 
 
+def _report(result: Dict[str, Any], started: str) -> None:
+  """The last line printed; with --json_output also the record file."""
+  print(json.dumps(result), flush=True)
+  if FLAGS.json_output:
+    record.write_record(FLAGS.json_output, result, started)
+
+
 def main() -> int:
+  started = record.utc_now()
+  if FLAGS.json_output:
+    fileio.check_writable(os.path.dirname(os.path.abspath(FLAGS.json_output)), "--json_output")
   if FLAGS.profile_dir and (FLAGS.input_only or FLAGS.export_dir):
     raise ValueError("--profile_dir: profiles the training step; drop it with "
                      "--input_only / --export_dir")
@@ -134,7 +150,7 @@ def main() -> int:
       print(f"input pipeline, batch {result['batch_size']}, seq {result['seq_length']}: "
             f"{result['seq_per_sec']:.0f} seq/s on {result['cores']} core(s), "
             f"{result['seq_per_sec_per_core']:.0f} per core", flush=True)
-    print(json.dumps(result), flush=True)
+    _report(result, started)
     return 0
   if FLAGS.export_dir:
     if FLAGS.baseline:
@@ -148,7 +164,7 @@ def main() -> int:
       print(f"{FLAGS.export_dir}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: text "
             f"{result['text_seq_per_sec']:.1f} seq/s, ids {result['ids_seq_per_sec']:.1f} "
             f"seq/s ({100 * result['text_extra_cost']:+.1f}%)", flush=True)
-    print(json.dumps(result), flush=True)
+    _report(result, started)
     return 0
   config = config_from_flags()
   if FLAGS.baseline and (not config.electra_objective or config.two_tower_generator):
@@ -167,7 +183,7 @@ def main() -> int:
       print(f"Model Garden ({result['baseline_precision']}): "
             f"{result['baseline_seq_per_sec']:.1f} seq/s; ours {result['speedup']:.2f}x "
             f"(median of {FLAGS.pairs} pairs)", flush=True)
-  print(json.dumps(result), flush=True)
+  _report(result, started)
   return 0
 
 

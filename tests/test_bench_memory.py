@@ -37,7 +37,10 @@ def test_memory_command_prints_json(tmp_path, repo_root):
        "--seq_lengths=16", "--batch_sizes=1,4", "--recompute=on", f"--hparams={hparams}",
        f"--output={output}"], cwd=repo_root, capture_output=True, text=True, check=True)
   printed = json.loads(result.stdout.strip().splitlines()[-1])
-  assert printed == json.loads(output.read_text())
+  written = json.loads(output.read_text())
+  assert written["result"] == printed
+  assert written["command"].startswith("python -m electra_tf.bench.memory --model_sizes=small")
+  assert written["machine"]["cores"] >= 1 and written["date"] >= written["started"]
   assert [(m["batch_size"], m["recompute_layers"]) for m in printed["measurements"]] == [
       (1, True), (4, True)]
   for m in printed["measurements"]:

@@ -40,12 +40,19 @@ def test_synthetic_batch_is_a_masked_batch():
 
 
 @pytest.mark.slow
-def test_benchmark_prints_the_json_report_with_the_model_garden_baseline():
+def test_benchmark_prints_the_json_report_with_the_model_garden_baseline(tmp_path):
+  output = tmp_path / "results" / "step.json"
   result = run_benchmark_cli("--batch_size=4", "--seq_length=32", "--steps=2",
                              "--warmup_steps=1", f"--hparams={json.dumps(TINY_HPARAMS)}",
-                             "--baseline=model_garden", "--pairs=3", "--json")
+                             "--baseline=model_garden", "--pairs=3", "--json",
+                             f"--json_output={output}")
   assert result.returncode == 0, result.stderr[-2000:]
   report = json.loads(result.stdout.strip().splitlines()[-1])
+  # --json_output: the same object, with where, when and from which code.
+  written = json.loads(output.read_text())
+  assert written["result"] == report
+  assert written["command"].startswith("python -m electra_tf.benchmark --batch_size=4 ")
+  assert written["machine"]["cores"] >= 1 and written["started"] <= written["date"]
   config = PretrainingConfig.create(dict(TINY_HPARAMS, train_batch_size=4,
                                          max_seq_length=32))
   assert report["flops_per_seq"] == flops.flops_per_seq(config)

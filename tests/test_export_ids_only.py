@@ -119,7 +119,7 @@ def test_pretrained_ids_only_export_loads_with_tensorflow_alone(
   run = _tf_only(TF_ONLY_LOADER, tmp_path / "both", tmp_path / "inputs.npz",
                  tmp_path / "out2.npz", cwd=tmp_path)
   assert run.returncode != 0
-  assert "Op type not registered 'NormalizeUTF8'" in run.stderr
+  assert "RuntimeError: Op type not registered 'NormalizeUTF8'" in run.stderr  # docs/serving.md
 
 
 @pytest.mark.slow

@@ -13,7 +13,6 @@ import tensorflow as tf
 from electra_tf import optimization
 from electra_tf.config import ConfigError
 
-ATOL, RTOL = 1e-6, 1e-5
 
 
 def _load(fixture_dir):
@@ -50,12 +49,13 @@ def _check_case(fixture_dir, case_name):
     assert base_lr == pytest.approx(meta["lr_schedule"][k]["lr"], rel=1e-6)
     for i, n in enumerate(names):
       prefix = f"{case_name}/step{k}"
-      np.testing.assert_allclose(variables[i].numpy(), arrays[f"{prefix}/param/{n}"],
-                                 atol=ATOL, rtol=RTOL, err_msg=f"step {k} {n}")
-      np.testing.assert_allclose(optimizer._adam_m[i].numpy(),
-                                 arrays[f"{prefix}/adam_m/{n}"], atol=ATOL, rtol=RTOL)
-      np.testing.assert_allclose(optimizer._adam_v[i].numpy(),
-                                 arrays[f"{prefix}/adam_v/{n}"], atol=ATOL, rtol=RTOL)
+      # Bit for bit (docs/faithfulness.md): weights and both Adam slots.
+      np.testing.assert_array_equal(variables[i].numpy(), arrays[f"{prefix}/param/{n}"],
+                                    err_msg=f"step {k} {n}")
+      np.testing.assert_array_equal(optimizer._adam_m[i].numpy(),
+                                    arrays[f"{prefix}/adam_m/{n}"], err_msg=f"step {k} {n}")
+      np.testing.assert_array_equal(optimizer._adam_v[i].numpy(),
+                                    arrays[f"{prefix}/adam_v/{n}"], err_msg=f"step {k} {n}")
   return meta, case, optimizer
 
 

@@ -4,7 +4,7 @@
     python -m tools.make_synthetic_corpus --output_dir=/tmp/synth_1e7 --num_records=10000000
     python -m tools.scale_timing --pretrain_tfrecords='/tmp/synth_1e7/*' \\
         --vocab_file=../shared/data/vocab/bert_uncased_vocab.txt --work_dir=/tmp/scale \\
-        --consumed=1000000 --repeats=3 [--fallback]
+        --consumed=1000000 --repeats=3 [--fallback] [--json_output=FILE]
 
 Measures, as a user would see them, seconds from launching `run_pretraining.py`
 to its log line of the first step it trains:
@@ -38,6 +38,7 @@ import time
 from absl import flags
 
 from electra_tf import cli
+from electra_tf.bench import record
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLAGS = flags.FLAGS
@@ -47,6 +48,9 @@ flags.DEFINE_string("work_dir", None, "New folder for the runs (removed when don
 flags.DEFINE_integer("consumed", 1000000, "Examples read before the late checkpoint.")
 flags.DEFINE_integer("repeats", 3, "Runs of each measurement (the median is reported).")
 flags.DEFINE_boolean("fallback", False, "Also time a checkpoint without the input position.")
+flags.DEFINE_string("json_output", None,
+                    "Also write the JSON object, with the command line, date, machine and "
+                    "git commit (electra_tf/bench/record.py), to this file.")
 flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file", "work_dir"])
 
 
@@ -115,6 +119,7 @@ def make_late_checkpoint(args, model_dir: pathlib.Path, with_position: bool) -> 
 
 def main() -> int:
   args = FLAGS
+  started = record.utc_now()
   if FLAGS.consumed < BATCH or FLAGS.repeats <= 0:
     raise ValueError(f"--consumed must be >= {BATCH} and --repeats > 0")
   work = pathlib.Path(args.work_dir)
@@ -143,6 +148,8 @@ def main() -> int:
     result[f"{name}_s"] = round(statistics.median(seconds), 2)
     result[f"{name}_runs_s"] = [round(s, 2) for s in seconds]
   print(json.dumps(result), flush=True)
+  if args.json_output:
+    record.write_record(args.json_output, result, started)
   shutil.rmtree(work, ignore_errors=True)
   return 0
 

@@ -46,6 +46,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
+from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES, parse_hparams
 
 FLAGS = flags.FLAGS
@@ -66,7 +67,9 @@ def _define_flags() -> None:
   flags.DEFINE_integer("max_batch", 1024, "Largest micro-batch the bisection tries.")
   flags.DEFINE_list("project_gb", ["16", "40", "80"],
                     "Memory budgets (GB) of the micro-batch / accumulation projection.")
-  flags.DEFINE_string("output", None, "Also write the JSON object to this file.")
+  flags.DEFINE_string("output", None,
+                      "Also write the JSON object to this file, in a record with the command "
+                      "line, date, machine and git commit (electra_tf/bench/record.py).")
   flags.DEFINE_string("measure", None,
                       "Internal: SIZE,SEQ,BATCH,RECOMPUTE (0/1) measured in this "
                       "process; prints one JSON line.")
@@ -229,6 +232,7 @@ def _positive_ints(name: str) -> List[int]:
 
 
 def main() -> int:
+  started = record.utc_now()
   if FLAGS.measure:
     size, seq, batch, recompute = FLAGS.measure.split(",")
     print(json.dumps(measure(size, int(seq), int(batch), recompute == "1",
@@ -268,10 +272,9 @@ def main() -> int:
             "projection": project(measurements, budgets)}
   if FLAGS.memory_budget_gb is not None:
     result["fits"] = fits
-  text = json.dumps(result)
+  print(json.dumps(result), flush=True)
   if FLAGS.output:
-    fileio.atomic_write_text(FLAGS.output, json.dumps(result, indent=2) + "\n")
-  print(text, flush=True)
+    record.write_record(FLAGS.output, result, started)
   return 0
 
 

@@ -1,0 +1,162 @@
+"""Every measured figure of the docs has its results file, and agrees with it.
+
+docs/results/*.json are the records the benchmark commands write
+(`--json_output`, electra_tf/bench/record.py).  The tables that restate them
+are generated (tools/docs_results.py) and must equal what their files give;
+the figures quoted in prose are compared here one by one.  Relative links
+between the pages must land on a file and a heading.
+"""
+
+import json
+import math
+import re
+
+import pytest
+
+from electra_tf import flops
+from electra_tf.pretrain.config import PretrainingConfig
+from tools import docs_results
+
+REPO = docs_results.REPO
+RESULTS = docs_results.RESULTS
+
+
+def page(name: str) -> str:
+  return (REPO / name).read_text(encoding="utf-8")
+
+
+def result(name: str):
+  return docs_results.load(name)["result"]
+
+
+def test_every_results_file_says_what_measured_it_where_and_when():
+  files = sorted(RESULTS.glob("*.json"))
+  assert files
+  pages_text = "".join(p.read_text(encoding="utf-8") for p in docs_results.pages())
+  for path in files:
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["command"].startswith("python "), path.name
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"]), path.name
+    assert record["started"] <= record["date"], path.name
+    assert record["machine"]["cpu"] and record["machine"]["cores"] >= 1, path.name
+    assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", record["commit"]), path.name
+    docs_results.kind(record["result"])  # a result a table can show
+    assert path.name in pages_text, f"{path.name}: no page cites it"
+
+
+def test_generated_tables_equal_their_results_files():
+  count = 0
+  for path in docs_results.pages():
+    for names, now, want in docs_results.blocks(path.read_text(encoding="utf-8")):
+      assert now == want, (f"{path.name}: the table of {' '.join(names)} differs from the "
+                           "file; python -m tools.docs_results --write")
+      count += 1
+  assert count >= 2
+
+
+def _speedup(name: str) -> str:
+  return f"{result(name)['speedup']:.2f}x"
+
+
+def test_readme_speed_figures_are_the_results_files():
+  readme = page("README.md")
+  speed = readme.split("- **Speed**", 1)[1].split("\n\n", 1)[0]
+  speed = " ".join(speed.split())
+  record = docs_results.load("step_small_float32.json")
+  pairs = record["result"]["pair_speedups"]
+  assert f"runs {_speedup('step_small_float32.json')} Model Garden's" in speed
+  assert f"{record['date'][:10]}, shared at a load average of " \
+         f"{record['machine']['load_average'][0]:.0f}, pairs {min(pairs):.2f}-{max(pairs):.2f}: " \
+         "`docs/results/step_small_float32.json`" in speed
+  assert (record["result"]["precision"], record["result"]["baseline_precision"]) == (
+      "float32", "float32")
+
+
+def test_input_pipeline_and_h100_projection_follow_the_results():
+  text = page("docs/performance.md").split("## Input pipeline throughput", 1)[1]
+  text = text.split("\n## ", 1)[0]
+  per_core = {}
+  for name in ("input_pipeline_seq128.json", "input_pipeline_seq512.json"):
+    r = result(name)
+    per_core[r["seq_length"]] = r["seq_per_sec_per_core"]
+  rows = re.findall(r"^\| ELECTRA-(Small|Base) \| (\d+) \| ([\d.]+) G \| ([\d,]+) \| (\d+) \|$",
+                    text, flags=re.M)
+  assert len(rows) == 4
+  for size, seq, gflops, seq_per_sec, cores in rows:
+    config = PretrainingConfig.create({"model_size": size.lower(),
+                                       "max_seq_length": int(seq)})
+    per_seq = flops.flops_per_seq(config)
+    assert f"{per_seq / 1e9:.1f}" == gflops, (size, seq)
+    at_40 = 0.4 * 989e12 / per_seq
+    assert round(at_40, -2) == float(seq_per_sec.replace(",", "")), (size, seq)
+    assert math.ceil(round(at_40, -2) / per_core[int(seq)]) == int(cores), (size, seq)
+
+
+def _anchor(heading: str) -> str:
+  """GitHub's anchor of a heading."""
+  text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+  return text.replace(" ", "-")
+
+
+def _anchors(text: str):
+  seen, anchors = {}, set()
+  for heading in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), flags=re.M):
+    base = _anchor(heading)
+    n = seen.get(base, 0)
+    anchors.add(base if n == 0 else f"{base}-{n}")
+    seen[base] = n + 1
+  return anchors
+
+
+@pytest.mark.parametrize("path", docs_results.pages(), ids=lambda p: p.name)
+def test_links_between_pages_land_on_a_file_and_a_heading(path):
+  text = path.read_text(encoding="utf-8")
+  for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    if re.match(r"[a-z]+://", target):
+      continue
+    file_part, _, anchor = target.partition("#")
+    linked = (path.parent / file_part).resolve() if file_part else path
+    assert linked.exists(), f"{path.name}: {target}"
+    if anchor and linked.suffix == ".md":
+      assert anchor in _anchors(linked.read_text(encoding="utf-8")), f"{path.name}: {target}"
+
+
+def test_gpu_projection_is_the_memory_tools_fit_of_the_measured_table():
+  """docs/big_batches.md's projection (and its slopes) is what
+  electra_tf.bench.memory.project gives for the measured table above it."""
+  from electra_tf.bench import memory  # pylint: disable=g-import-not-at-top
+  text = page("docs/big_batches.md")
+  measured = text.split("## Memory figures (measured)", 1)[1].split('"step s" is', 1)[0]
+  rows = re.findall(r"^\| (small|base|large) \| (\d+) \| (\d+) \| (yes|no) \| ([\d.]+) \|",
+                    measured, flags=re.M)
+  assert len(rows) == 14
+  fits = memory.project(
+      [{"model_size": size, "seq_length": int(seq), "batch_size": int(batch),
+        "recompute_layers": recompute == "yes", "peak_gb": float(peak)}
+       for size, seq, batch, recompute, peak in rows], [16.0, 40.0, 80.0])
+  fits = {(f["model_size"], f["seq_length"], f["recompute_layers"]): f for f in fits}
+  slopes = re.findall(r"^\| (small|base|large) \| (\d+) \| ([\d.]+) \| ([\d.]+|\(not measured\)) \|",
+                      text.split("Slopes (GB per", 1)[1], flags=re.M)
+  assert len(slopes) == 4
+  for size, seq, plain, recompute in slopes:
+    for value, flag in ((plain, False), (recompute, True)):
+      if value[0].isdigit():  # the table's peaks have 2 decimals, its slopes came from 3
+        assert abs(fits[(size, int(seq), flag)]["per_sequence_gb"] - float(value)) <= 1.5e-3
+  projection = text.split("## Projection for GPUs", 1)[1]
+  rows = re.findall(r"^\| (small|base) \((\d+), (\d+)\) \| (yes|no) \| (\d+) x (\d+) \| "
+                    r"(\d+) x (\d+) \| (\d+) x (\d+) \|$", projection, flags=re.M)
+  assert len(rows) == 3
+  for size, batch, seq, recompute, *cells in rows:
+    fit = fits[(size, int(seq), recompute == "yes")]
+    assert fit["official_batch"] == int(batch)
+    assert [(b["micro_batch"], b["gradient_accumulation_steps"]) for b in fit["budgets"]] == [
+        (int(cells[i]), int(cells[i + 1])) for i in (0, 2, 4)], (size, seq, recompute)
+
+
+def test_electric_small_flops_ratio_is_flops_pys():
+  text = page("docs/electric.md")
+  (stated,) = re.findall(r"Electric-Small costs ([\d.]+)x ELECTRA-Small per sequence", text)
+  electric = flops.flops_per_seq(PretrainingConfig.create(
+      {"model_size": "small", "electric_objective": True}))
+  electra = flops.flops_per_seq(PretrainingConfig.create({"model_size": "small"}))
+  assert f"{electric / electra:.1f}" == stated
