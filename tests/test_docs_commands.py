@@ -5,9 +5,8 @@ process (`bash -e` for bash, `python -c` for Python), in one work directory
 that holds the checkout's scripts and package (symlinked), from the
 environment the README's install made (`pip install -r requirements.txt`,
 which `.ci/run` runs): `python` is the interpreter running these tests, and
-nothing else is put on PYTHONPATH.  The pages run in the order of PAGES and
-share the work directory, so a page may use what an earlier one made (the
-docs pages continue from the README's own-corpus run).
+nothing else is put on PYTHONPATH.  Each page starts in a work directory of
+its own, so its commands must chain by themselves.
 
 What a command cannot do here is changed by SUBSTITUTIONS only: corpus,
 data, step counts, sizes and paths; every substitution is listed below with
@@ -33,9 +32,12 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from tests.conftest import REPO_ROOT, SHARED_DIR
 
-PAGES = ["README.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving.md",
-         "docs/huggingface.md", "docs/faithfulness.md", "docs/big_batches.md",
-         "docs/performance.md", "docs/operations.md", "docs/electric.md", "docs/learning.md"]
+PAGES = ["README.md", "docs/pretraining.md"]
+# Pages whose commands are not run yet (each needs its own starting state
+# and substitutions); the summary lists them so that nobody takes them as run.
+PAGES_NOT_RUN_YET = ["docs/finetuning.md", "docs/serving.md", "docs/huggingface.md",
+                     "docs/faithfulness.md", "docs/big_batches.md", "docs/performance.md",
+                     "docs/operations.md", "docs/electric.md", "docs/learning.md"]
 # What the work directory links to in the checkout: what a user's clone has.
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
                     "tools", "tests", "requirements.txt", "pyproject.toml"]
@@ -75,6 +77,11 @@ SUBSTITUTIONS = [
      '"recompute_layers": true, "max_seq_length": 512, "train_batch_size": 8, '
      '"num_train_steps": 1}\'',
      "ELECTRA-Small, one step of 8 (micro-batches of 1) instead of Base, 766,000 of 256"),
+    ("docs/pretraining.md", "python run_pretraining.py --model_size=small --data_dir=data \\",
+     f"python run_pretraining.py --model_size=small --data_dir=data --hparams='{{{TINY_TRAINING}}}' \\",
+     "20 steps of batch 8 of a 2-layer model instead of the official 1,000,000 of 128"),
+    ("docs/pretraining.md", '"num_train_steps": 100000, "train_batch_size": 256',
+     TINY_TRAINING, "20 steps of batch 8 of a 2-layer model instead of 100,000 of 256"),
     ("*", "--model_sizes=base --seq_lengths=512 --batch_sizes=1,8",
      "--model_sizes=small --seq_lengths=128 --batch_sizes=1,2", "a small model's memory"),
 ]
@@ -103,7 +110,7 @@ def page_examples(page: str):
   return document, list(document.examples())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def work_dir(tmp_path_factory):
   """A user's clone (the checkout's entries, linked) with their own data:
   my_corpus/ (one Gutenberg book) and DATA/finetuning_data/{rte,sst} (64 examples each)."""
@@ -160,7 +167,9 @@ def test_documented_commands(page, work_dir, record_property):
       example.evaluate()
     except unittest.SkipTest as skipped:
       marked.append(f"{page}:{example.line}: {skipped}")
-  record_property("documented_commands", {"ran": len(ran), "marked": marked})
+  record_property("documented_commands", {"ran": len(ran), "marked": marked,
+                                           "not_run": PAGES_NOT_RUN_YET if page == PAGES[0]
+                                           else []})
 
 
 def commands_of(text: str) -> list:
