@@ -345,6 +345,19 @@ class FastBasicTokenizer:
     return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
 
 
+  def split_raw_words(self, lines):
+    """The words of `lines` (string [B]) as they stand in the text, with
+    their UTF-8 byte offsets: (words, starts, ends), each ragged [B, (w)],
+    words[i][j] == lines[i][starts[i][j]:ends[i][j]] (bytes).  Words are
+    split as `split_words` splits them, before it normalises them:
+    whitespace separates words and each punctuation or CJK character is a
+    word of its own (dropped characters stay inside words)."""
+    tables = self._tables
+    return tf_text.regex_split_with_offsets(
+        lines, f"(?: |{tables['space']})+|{tables['punct']}|{tables['cjk']}",
+        f"{tables['punct']}|{tables['cjk']}")
+
+
 def fast_wordpiece(vocab: Dict[str, int], token_out_type: tf.DType
                    ) -> tf_text.FastWordpieceTokenizer:
   """The WordPiece of step 5 over `vocab` (token -> id), giving int64 ids or

@@ -40,7 +40,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, ClassVar, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -77,7 +77,13 @@ def truncate_seq_pair(tokens_a: List[str], tokens_b: List[str],
 
 
 class SingleOutputTask(Task):
-  """A task with one prediction per example, read from `<split>.tsv`."""
+  """A task with one prediction per example, read from `<split>.tsv`.
+
+  single_text: the examples hold one text (text_a) and the text signature
+  takes `text_a` alone; else text pairs.  regression: a score, not a label.
+  """
+  single_text: ClassVar[bool] = False
+  regression: ClassVar[bool] = False
 
   def data_path(self, split: str) -> str:
     return os.path.join(self.config.raw_data_dir(self.name), split + ".tsv")
@@ -176,6 +182,10 @@ class SingleOutputTask(Task):
   def _label_features(self, example: InputExample) -> Dict[str, Any]:
     """The task-specific label feature(s) of an example."""
 
+  def serving_functions(self, model, text_encoder):
+    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
+    return export.classifier_functions(model, self, text_encoder)
+
   def _example_outputs(self, features: Features, values: np.ndarray
                        ) -> Dict[int, np.ndarray]:
     """Example id -> its row of `values` (the official test-set pickle)."""
@@ -231,6 +241,7 @@ class ClassificationTask(SingleOutputTask):
 
 class RegressionTask(SingleOutputTask):
   """A real-valued score in [min_value, max_value] per example."""
+  regression = True
 
   def __init__(self, config: FinetuningConfig, name: str, tokenizer,
                min_value: float, max_value: float):
@@ -329,6 +340,7 @@ class RegressionHead(TaskHead):
 # ------------------------------------------------------------------ tasks
 class CoLA(ClassificationTask):
   """Corpus of Linguistic Acceptability; Matthews correlation."""
+  single_text = True
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "cola", tokenizer, ["0", "1"])
@@ -344,6 +356,7 @@ class CoLA(ClassificationTask):
 
 class SST(ClassificationTask):
   """Stanford Sentiment Treebank (binary)."""
+  single_text = True
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "sst", tokenizer, ["0", "1"])

@@ -32,6 +32,7 @@ import os
 from typing import ClassVar, List, Optional, Tuple
 
 from electra_tf.config import ConfigError, JobConfig
+from electra_tf.finetune import spans
 
 # The task registry: official name -> its class, as "module.Class" under
 # electra_tf/finetune/ (named, not imported, so that validating a config does not
@@ -45,6 +46,7 @@ TASKS = {
     "squadv1": "qa.SQuADv1", "squad": "qa.SQuAD", "newsqa": "qa.NewsQA",
     "naturalqs": "qa.NaturalQuestions", "triviaqa": "qa.TriviaQA",
     "searchqa": "qa.SearchQA", "chunk": "tagging.ChunkingTask",
+    "ner": "tagging.NER",
 }
 TASK_NAMES = tuple(TASKS)
 MRQA_TASK_NAMES = ("newsqa", "naturalqs", "triviaqa", "searchqa")
@@ -112,6 +114,11 @@ class FinetuningConfig(JobConfig):
   joint_prediction: bool = True  # end position conditioned on a start beam
   beam_size: int = 20
   qa_na_threshold: float = -2.75  # SQuAD 2.0: "no answer" above this
+
+  # tagging (electra-tf addition): the scheme of the ner files and of its
+  # predictions, IOB1, IOB2 (BIO) or BIOES (finetune/spans.py); chunk's is
+  # IOB2, as official
+  tagging_scheme: str = "IOB2"
 
   # locations (official conventions under data_dir; see module docstring)
   init_checkpoint: str = ""
@@ -222,6 +229,10 @@ class FinetuningConfig(JobConfig):
     for name in ("weight_decay_rate", "answerable_weight", "n_writes_test"):
       if getattr(self, name) < 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be >= 0")
+    try:
+      spans.canonical_scheme(self.tagging_scheme)
+    except ValueError as e:
+      raise ConfigError(f"hparam tagging_scheme: {e}") from None
     if not 0.0 <= self.warmup_proportion <= 1.0:
       raise ConfigError(f"hparam warmup_proportion: {self.warmup_proportion} "
                         "is outside [0, 1]")

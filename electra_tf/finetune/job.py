@@ -375,6 +375,7 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
       for split, result in split_results.items():
         outputs.write_predictions_tsv(
             outputs.predictions_path(directory, task.name, split), result)
+        outputs.write_tables(directory, task.name, split, result)
         outputs.write_qa_files(config, task.name, result, directory)
     if trial <= config.n_writes_test:
       for split, data in test_data.get(task.name, {}).items():

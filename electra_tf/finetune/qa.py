@@ -210,6 +210,13 @@ class QATask(Task):
                             if hasattr(tokenizer, "basic_tokenize")
                             else tokenizer.basic_tokenizer.tokenize)
 
+  def serving_functions(self, model, text_encoder):
+    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
+    from electra_tf.finetune import qa_export  # pylint: disable=g-import-not-at-top
+    return qa_export.qa_functions(
+        model.encoder.config, self, text_encoder,
+        lambda features: export.task_outputs(model, self, features))
+
   # -------------------------------------------------------------- reading
   def get_examples(self, split: str) -> List[QAExample]:
     if split not in self._examples:

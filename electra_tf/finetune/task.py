@@ -69,6 +69,8 @@ class EvalResult:
                    best non-empty one, before the no-answer threshold)
   qa_null_odds     SQuAD 2.0: question id -> null score minus the best
                    answer's score (the answerable logit with the classifier)
+  tables           name -> the text of a tab-separated table written to
+                   results/<task>_<split>_<name>.tsv (ner: per-type scores)
   """
   metrics: Dict[str, float]
   predictions: List[Tuple[str, str]]
@@ -76,6 +78,7 @@ class EvalResult:
   example_outputs: Optional[Dict[int, np.ndarray]] = None
   qa_preds: Optional[Dict[str, str]] = None
   qa_null_odds: Optional[Dict[str, float]] = None
+  tables: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class TaskHead(keras.layers.Layer):
@@ -143,6 +146,13 @@ class Task(abc.ABC):
   def evaluate(self, examples: Sequence[Any], features: Features,
                outputs: Mapping[str, np.ndarray], split: str) -> EvalResult:
     """Metrics (labeled splits) and predictions from the head outputs."""
+
+  def serving_functions(self, model, text_encoder):
+    """(serve, serve_text) of this task's SavedModel (finetune/export.py):
+    `serve` takes the ids, `serve_text` raw strings (None when text_encoder
+    is None).  model: the FinetuningModel; text_encoder: a
+    serving_text.TextEncoder or None."""
+    raise TypeError(f"task {self.name}: {type(self).__name__} has no export")
 
   # ------------------------------------------------------------- helpers
   def shared_feature_specs(self) -> Dict[str, FeatureSpec]:
