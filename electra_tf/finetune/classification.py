@@ -84,6 +84,11 @@ class SingleOutputTask(Task):
   """
   single_text: ClassVar[bool] = False
   regression: ClassVar[bool] = False
+  sentence_examples = True
+
+  def example_text(self, example: InputExample) -> str:
+    """text_a, and text_b after a space for a pair."""
+    return " ".join(filter(None, (example.text_a, example.text_b))).strip()
 
   def data_path(self, split: str) -> str:
     return os.path.join(self.config.raw_data_dir(self.name), split + ".tsv")
@@ -340,6 +345,7 @@ class RegressionHead(TaskHead):
 # ------------------------------------------------------------------ tasks
 class CoLA(ClassificationTask):
   """Corpus of Linguistic Acceptability; Matthews correlation."""
+  help = "GLUE CoLA: acceptability of one sentence (mcc)"
   single_text = True
 
   def __init__(self, config, tokenizer):
@@ -356,6 +362,7 @@ class CoLA(ClassificationTask):
 
 class SST(ClassificationTask):
   """Stanford Sentiment Treebank (binary)."""
+  help = "GLUE SST-2: sentiment of one sentence (accuracy)"
   single_text = True
 
   def __init__(self, config, tokenizer):
@@ -384,6 +391,7 @@ class _ParaphraseTask(ClassificationTask):
 
 class MRPC(_ParaphraseTask):
   """Microsoft Research Paraphrase Corpus."""
+  help = "GLUE MRPC: paraphrase pairs (accuracy, f1)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "mrpc", tokenizer, ["0", "1"])
@@ -398,6 +406,7 @@ class MRPC(_ParaphraseTask):
 
 class QQP(_ParaphraseTask):
   """Quora Question Pairs."""
+  help = "GLUE QQP: duplicate question pairs (accuracy, f1)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "qqp", tokenizer, ["0", "1"])
@@ -410,6 +419,7 @@ class QQP(_ParaphraseTask):
 
 class MNLI(ClassificationTask):
   """Multi-Genre NLI; dev is reported matched and mismatched."""
+  help = "GLUE MNLI: 3-way entailment (accuracy)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "mnli", tokenizer,
@@ -432,6 +442,8 @@ class MNLI(ClassificationTask):
 
 class RTE(ClassificationTask):
   """Recognizing Textual Entailment."""
+  help = "GLUE RTE: entailment (accuracy)"
+  single_task_defaults = {"num_train_epochs": 10.0}
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "rte", tokenizer, ["entailment", "not_entailment"])
@@ -442,6 +454,7 @@ class RTE(ClassificationTask):
 
 class QNLI(ClassificationTask):
   """Question NLI."""
+  help = "GLUE QNLI: question-sentence entailment (accuracy)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "qnli", tokenizer,
@@ -453,6 +466,8 @@ class QNLI(ClassificationTask):
 
 class STS(RegressionTask):
   """Semantic Textual Similarity Benchmark; Pearson and Spearman."""
+  help = "GLUE STS-B: similarity score 0-5 (pearson, spearman)"
+  single_task_defaults = {"num_train_epochs": 10.0}
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "sts", tokenizer, 0.0, 5.0)

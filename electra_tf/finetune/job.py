@@ -108,10 +108,12 @@ class TrainingData:
 
 
 def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
-  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size."""
+  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size
+  and whose casing must be do_lower_case's (a ConfigError otherwise)."""
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
   tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
+  tokenization.check_vocab_casing(tokenizer.vocab, config.do_lower_case, config.vocab_file)
   return tokenizer
 
 

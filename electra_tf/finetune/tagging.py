@@ -78,6 +78,7 @@ class TaggingTask(Task):
   # The text signature returns entities with character offsets (else the
   # words and their tags; finetune/tagging_export.py).
   serves_entities: ClassVar[bool] = False
+  sentence_examples = True
 
   def __init__(self, config, name: str, tokenizer, file_scheme: str):
     super().__init__(config, name, tokenizer)
@@ -120,6 +121,10 @@ class TaggingTask(Task):
           i, sentence.words, [mapping[t] for t in self.to_model_tags(sentence.tags)],
           sentence.tags))
     return examples
+
+  def example_text(self, example: TaggingExample) -> str:
+    """The words separated by spaces."""
+    return " ".join(example.words)
 
   # --------------------------------------------------------- featurizing
   def feature_specs(self) -> Dict[str, FeatureSpec]:
