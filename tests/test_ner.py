@@ -19,7 +19,7 @@ import pytest
 
 from electra_tf import tokenization
 from electra_tf.config import ConfigError
-from electra_tf.finetune import outputs, spans, task_builder
+from electra_tf.finetune import spans, task_builder
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune.config import FinetuningConfig
 

@@ -34,7 +34,6 @@ import os
 from typing import Any, ClassVar, List, Optional, Tuple, Type
 
 from electra_tf.config import ConfigError, JobConfig
-from electra_tf.finetune import spans
 
 # The task registry: name -> its class, as "module.Class" under
 # electra_tf/finetune/ (named, not imported, so that checking hparam names and
@@ -235,6 +234,7 @@ class FinetuningConfig(JobConfig):
     for name in ("weight_decay_rate", "answerable_weight", "n_writes_test"):
       if getattr(self, name) < 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be >= 0")
+    from electra_tf.finetune import spans  # pylint: disable=g-import-not-at-top
     try:
       spans.canonical_scheme(self.tagging_scheme)
     except ValueError as e:

@@ -28,9 +28,10 @@ Adding a tagging task is a subclass that names its data folder and scheme
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
-from typing import ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -98,9 +99,9 @@ class TaggingTask(Task):
     """File tags -> BIOES tags (through the spans `span_rule` reads)."""
     return spans.encode(spans.decode(tags, self.span_rule), len(tags), LABEL_SCHEME)
 
+  @abc.abstractmethod
   def label_tags(self) -> List[str]:
     """The BIOES tags the model predicts, in label-id order."""
-    raise NotImplementedError
 
   @property
   def label_mapping(self) -> Dict[str, int]:
@@ -194,10 +195,12 @@ class TaggingTask(Task):
     return spans.encode(spans.decode(model_tags, self.span_rule), n_words,
                         self.file_scheme)
 
+  @abc.abstractmethod
   def score(self, sentences: Sequence[TaggedSentence], loss_sum: float,
             labeled: bool) -> EvalResult:
-    """Metrics (when `labeled`) and one prediction per sentence."""
-    raise NotImplementedError
+    """Metrics (when `labeled`) and one prediction per sentence (its tags
+    in file_scheme, space-separated).  loss_sum: the head's loss summed over
+    the kept words of all sentences."""
 
   # ------------------------------------------------------------- serving
   def serving_functions(self, model, text_encoder):
