@@ -72,53 +72,58 @@ def write_data(work_dir: pathlib.Path, scheme: str, max_sentences: int) -> pathl
   return data_dir
 
 
+def summary(runs, hparams) -> dict:
+  """The JSON of the runs so far (module docstring)."""
+  seeds = [int(s) for s in FLAGS.seeds
+           if f"chunk_seed{s}" in runs and f"ner_seed{s}" in runs]
+  chunk_f1 = [runs[f"chunk_seed{s}"]["f1"] for s in seeds]
+  ner_f1 = [runs[f"ner_seed{s}"]["f1"] for s in seeds]
+  return {
+      "what": "CoNLL-2000 chunking fine-tuned as chunk and as ner (NER-style files), "
+              "same checkpoint, hparams and seeds; dev = the CoNLL-2000 test set",
+      "settings": {"init_checkpoint": FLAGS.init_checkpoint, "hparams": hparams,
+                   "seeds": [int(s) for s in FLAGS.seeds], "scheme": FLAGS.scheme,
+                   "max_sentences": FLAGS.max_sentences},
+      "runs": runs,
+      "seeds_done": seeds,
+      "chunk_f1_mean": statistics.fmean(chunk_f1) if seeds else None,
+      "ner_f1_mean": statistics.fmean(ner_f1) if seeds else None,
+      "ner_minus_chunk_per_seed": [n - c for n, c in zip(ner_f1, chunk_f1)],
+      "chunk_seed_spread": max(chunk_f1) - min(chunk_f1) if len(seeds) > 1 else None,
+      "ner_seed_spread": max(ner_f1) - min(ner_f1) if len(seeds) > 1 else None,
+      "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                  "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+      "date": time.strftime("%Y-%m-%d", time.gmtime()),
+  }
+
+
 def main(argv) -> int:
   del argv
   from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf import fileio  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
-  hparams = config_lib.parse_hparams(FLAGS.hparams)
+  hparams = dict({"max_seq_length": 128, "do_lower_case": True},
+                 **config_lib.parse_hparams(FLAGS.hparams))
+  runs = {}
   with tempfile.TemporaryDirectory(prefix="ner_vs_chunk_") as scratch:
     work_dir = pathlib.Path(FLAGS.work_dir or scratch)
     data_dir = write_data(work_dir, FLAGS.scheme, FLAGS.max_sentences)
-    runs = {}
     for seed in map(int, FLAGS.seeds):
       for task in ("chunk", "ner"):
-        # Same settings for both: ner's own single-task default (cased) and
-        # chunk's (max_seq_length 256) are overridden by the shared values.
-        values = dict({"max_seq_length": 128, "do_lower_case": True}, **hparams,
-                      seed=seed, init_checkpoint=FLAGS.init_checkpoint,
+        # The same values for both: they override ner's single-task default
+        # (cased) and chunk's (max_seq_length 256).
+        values = dict(hparams, seed=seed, init_checkpoint=FLAGS.init_checkpoint,
                       tagging_scheme=FLAGS.scheme)
         config = FinetuningConfig.create(values, task_names=[task], data_dir=str(data_dir),
                                          model_dir=str(work_dir / "models" / f"{task}_{seed}"))
         started = time.time()
         metrics = job.run(config, strategy_name="one_device")[-1][task]
         runs[f"{task}_seed{seed}"] = dict(metrics, seconds=round(time.time() - started, 1))
-  seeds = [int(s) for s in FLAGS.seeds]
-  chunk_f1 = [runs[f"chunk_seed{s}"]["f1"] for s in seeds]
-  ner_f1 = [runs[f"ner_seed{s}"]["f1"] for s in seeds]
-  differences = [n - c for n, c in zip(ner_f1, chunk_f1)]
-  spread = (max(chunk_f1 + ner_f1) - min(chunk_f1 + ner_f1)) if len(seeds) > 1 else None
-  report = {
-      "what": "CoNLL-2000 chunking fine-tuned as chunk and as ner (NER-style files), "
-              "same checkpoint, hparams and seeds; dev = the CoNLL-2000 test set",
-      "settings": {"init_checkpoint": FLAGS.init_checkpoint, "hparams": hparams,
-                   "max_seq_length": hparams.get("max_seq_length", 128),
-                   "seeds": seeds, "scheme": FLAGS.scheme,
-                   "max_sentences": FLAGS.max_sentences},
-      "runs": runs,
-      "chunk_f1_mean": statistics.fmean(chunk_f1), "ner_f1_mean": statistics.fmean(ner_f1),
-      "ner_minus_chunk_per_seed": differences,
-      "chunk_seed_spread": max(chunk_f1) - min(chunk_f1) if len(seeds) > 1 else None,
-      "all_runs_spread": spread,
-      "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                  "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-      "date": time.strftime("%Y-%m-%d", time.gmtime()),
-  }
-  text = json.dumps(report, indent=1, sort_keys=True)
-  print(text)
-  if FLAGS.output:
-    pathlib.Path(FLAGS.output).write_text(text + "\n", encoding="utf-8")
+        if FLAGS.output:  # after each run, so that finished runs survive
+          fileio.atomic_write_text(FLAGS.output, json.dumps(
+              summary(runs, hparams), indent=1, sort_keys=True) + "\n")
+  print(json.dumps(summary(runs, hparams), indent=1, sort_keys=True))
   return 0
 
 
