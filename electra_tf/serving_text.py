@@ -108,6 +108,8 @@ class TextEncoder(tf.Module):
     word_pieces(words)  ragged words [B, (w)] -> [B, (w), (p)], each word
                         tokenized as a text (FullTokenizer.tokenize(word))
     words(lines)        string [B] -> basic-tokenized words [B, (w)]
+    raw_words(lines)    string [B] -> the words before normalisation, with
+                        their byte offsets
     ids(pieces)         ragged pieces -> ragged int32 vocab ids
     model_inputs(...)   padded int32 model inputs of ragged rows
     pack(a, b, max)     the classifier featurizer ([CLS] A [SEP] B [SEP])
@@ -130,6 +132,11 @@ class TextEncoder(tf.Module):
 
   def words(self, lines: tf.Tensor) -> tf.RaggedTensor:
     return self._basic.split_words(lines)
+
+  def raw_words(self, lines: tf.Tensor):
+    """string [B] -> (words, byte starts, byte ends), ragged [B, (w)]: the
+    words as the text holds them (FastBasicTokenizer.split_raw_words)."""
+    return self._basic.split_raw_words(lines)
 
   def pieces(self, lines: tf.Tensor) -> tf.RaggedTensor:
     return tokenization.wordpieces(self._wordpiece,

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.errors import DataError
+from electra_tf.errors import ConfigError, DataError
 from electra_tf.vocab_file import load_vocab  # noqa: F401  (the vocab API lives here too)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -64,6 +64,30 @@ def check_vocab_size(vocab: Dict[str, int], vocab_size: int, vocab_file: str) ->
   if len(vocab) != vocab_size:
     raise DataError(f"hparam vocab_size: {vocab_size} differs from the {len(vocab)} "
                     f"entries of {vocab_file}")
+
+
+def cased_pieces(vocab: Dict[str, int]) -> List[str]:
+  """The pieces, other than bracketed special tokens, that hold an upper-case
+  character (one that str.lower changes); a vocab learned from text that was
+  not lower-cased (a cased vocab) has many, an uncased one none."""
+  return [piece for piece in vocab if piece != piece.lower()
+          and not (piece.startswith("[") and piece.endswith("]"))]
+
+
+def check_vocab_casing(vocab: Dict[str, int], do_lower_case: bool, vocab_file: str,
+                       source: str = "hparam do_lower_case") -> None:
+  """ConfigError when do_lower_case and the vocab's casing disagree: a
+  lower-casing tokenizer never produces a cased vocab's upper-case pieces,
+  and a cased tokenizer turns every capital of an uncased vocab into
+  [UNK] or other pieces than pre-training saw."""
+  cased = cased_pieces(vocab)
+  if do_lower_case and cased:
+    raise ConfigError(f"{source}: true, but {vocab_file} is a cased vocab (e.g. "
+                      f"{cased[0]!r}); set do_lower_case false or give an uncased vocab")
+  if not do_lower_case and not cased:
+    raise ConfigError(f"{source}: false, but {vocab_file} is an uncased vocab (no "
+                      "piece has an upper-case letter); give a cased vocab or set "
+                      "do_lower_case true")
 
 
 def special_ids(vocab: Dict[str, int], path: str) -> SpecialIds:
@@ -317,6 +341,19 @@ class FastBasicTokenizer:
     text = tf.strings.regex_replace(text, tables["punct"], r" \0 ")
     words = tf.strings.split(text, sep=" ")
     return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+
+
+  def split_raw_words(self, lines):
+    """The words of `lines` (string [B]) as they stand in the text, with
+    their UTF-8 byte offsets: (words, starts, ends), each ragged [B, (w)],
+    words[i][j] == lines[i][starts[i][j]:ends[i][j]] (bytes).  Words are
+    split as `split_words` splits them, before it normalises them:
+    whitespace separates words and each punctuation or CJK character is a
+    word of its own (dropped characters stay inside words)."""
+    tables = self._tables
+    return tf_text.regex_split_with_offsets(
+        lines, f"(?: |{tables['space']})+|{tables['punct']}|{tables['cjk']}",
+        f"{tables['punct']}|{tables['cjk']}")
 
 
 def fast_wordpiece(vocab: Dict[str, int], token_out_type: tf.DType

@@ -95,10 +95,10 @@ def test_bad_hparams_raise_one_line_config_errors(hparams, message):
   assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_task_names_are_the_official_ones():
+def test_task_names_are_the_official_ones_and_ner():
   assert set(TASK_NAMES) == {"cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli",
                              "rte", "squadv1", "squad", "newsqa", "naturalqs",
-                             "triviaqa", "searchqa", "chunk"}
+                             "triviaqa", "searchqa", "chunk", "ner"}
 
 
 def test_official_result_file_paths(tmp_path):
@@ -110,3 +110,16 @@ def test_official_result_file_paths(tmp_path):
       "/m/results/trial_2/squad,newsqa_qa/newsqa_eval.json")
   assert c.test_predictions("squad", "test", 3) == (
       "/m/test_predictions/squad_test_3_predictions.pkl")
+
+
+def test_task_classes_give_help_and_single_task_defaults():
+  from electra_tf.finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+  lines = finetune_config.task_names_help().splitlines()
+  assert [line.split(":")[0] for line in lines] == list(TASK_NAMES)
+  assert all(len(line.split(": ", 1)[1]) > 10 for line in lines)
+  assert "ner: named-entity recognition (CoNLL-2003 format; entity F1 as seqeval)" in lines
+  assert FinetuningConfig.create({}, task_names=["ner"]).do_lower_case is False
+  assert FinetuningConfig.create({"do_lower_case": True}, task_names=["ner"]).do_lower_case
+  assert FinetuningConfig.create({}, task_names=["ner", "sst"]).do_lower_case  # one vocab
+  assert finetune_config.task_class("cola").single_text
+  assert not finetune_config.task_class("rte").single_text

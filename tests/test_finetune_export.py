@@ -19,7 +19,6 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exports hold)
 
 from electra_tf.finetune import job as finetune_job
-from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from tests.test_export import graph_ops, saved_model_cli
@@ -76,7 +75,7 @@ def text_inputs(task, examples, contexts):
     return {"question": [e.question_text for e in examples], "context": contexts}
   if task.name == "chunk":
     return {"text": [" ".join(e.words) for e in examples]}
-  if task.name in finetune_export.SINGLE_TEXT_TASKS:
+  if task.single_text:
     return {"text_a": [e.text_a for e in examples]}
   return {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
 

@@ -167,10 +167,9 @@ def write_task_text(task: str, finetuning_data_dir: str, directory: pathlib.Path
   if not path.exists():
     config = FinetuningConfig.create(
         {}, data_dir=str(pathlib.Path(finetuning_data_dir).parent), task_names=[task])
-    examples = task_builder.get_task(task, config, tokenizer=None).get_examples("train")
-    lines = [" ".join(example.words) if hasattr(example, "words")
-             else " ".join(filter(None, (example.text_a, example.text_b))).strip()
-             for example in examples]
+    task_object = task_builder.get_task(task, config, tokenizer=None)
+    lines = [task_object.example_text(example)
+             for example in task_object.get_examples("train")]
     documents = ["\n".join(lines[i:i + TASK_TEXT_DOCUMENT_LINES])
                  for i in range(0, len(lines), TASK_TEXT_DOCUMENT_LINES)]
     directory.mkdir(parents=True, exist_ok=True)
@@ -547,7 +546,8 @@ def run_study() -> int:
   if eval_at[-1] > FLAGS.steps:
     raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
   from electra_tf.finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
-  text_tasks = [t for t in finetune_config.TASK_NAMES if t not in finetune_config.QA_TASK_NAMES]
+  text_tasks = [t for t in finetune_config.TASK_NAMES
+                if finetune_config.task_class(t).sentence_examples]
   without_text = sorted(set(FLAGS.task_text) - set(text_tasks))
   if without_text:
     raise ValueError(f"--task_text: {without_text[0]} is not a classification or tagging task "

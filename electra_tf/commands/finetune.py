@@ -1,4 +1,4 @@
-r"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA and chunking (official recipe).
+r"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA, chunking and NER (official recipe).
 
     python run_finetuning.py --data_dir=DIR --task_names=rte[,sst,...] \
         [--model_size=small] [--init_checkpoint=PATH] [--model_dir=DIR] \
@@ -25,13 +25,31 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import config as config_lib
+from electra_tf.finetune import config as finetune_config
 from electra_tf.finetune.config import FinetuningConfig
 
 FLAGS = flags.FLAGS
 cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
-flags.DEFINE_list("task_names", None, "Comma-separated official task names "
-                  "(cola, sst, mrpc, sts, qqp, mnli, qnli, rte, squadv1, squad, "
-                  "newsqa, naturalqs, triviaqa, searchqa, chunk).")
+
+
+class _TaskNamesFlag(flags.Flag):
+  """--task_names (a comma-separated list), whose help lists the registered
+  tasks with each class's help line.  The help is built when it is shown:
+  reading the classes imports their modules, and so TensorFlow, which the
+  other errors of the command do not wait for."""
+
+  @property
+  def help(self) -> str:
+    return ("Comma-separated task names (several train jointly):\n" +
+            finetune_config.task_names_help())
+
+  @help.setter
+  def help(self, value: str) -> None:
+    del value  # absl sets the help at construction; the property builds it
+
+
+flags.DEFINE_flag(_TaskNamesFlag(flags.ListParser(), flags.CsvListSerializer(","),
+                                 "task_names", None, ""))
 
 
 def main() -> int:
@@ -42,7 +60,8 @@ def main() -> int:
   config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
                                        model_name=FLAGS.model_name)
   # Imported once the flags and hparams are valid, so that their errors do
-  # not pay for TensorFlow.
+  # not pay for TensorFlow (the task classes, which resolve the single-task
+  # defaults, import it once the task names are known to be registered).
   from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
   # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.

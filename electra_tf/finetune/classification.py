@@ -40,7 +40,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, ClassVar, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -77,7 +77,18 @@ def truncate_seq_pair(tokens_a: List[str], tokens_b: List[str],
 
 
 class SingleOutputTask(Task):
-  """A task with one prediction per example, read from `<split>.tsv`."""
+  """A task with one prediction per example, read from `<split>.tsv`.
+
+  single_text: the examples hold one text (text_a) and the text signature
+  takes `text_a` alone; else text pairs.  regression: a score, not a label.
+  """
+  single_text: ClassVar[bool] = False
+  regression: ClassVar[bool] = False
+  sentence_examples = True
+
+  def example_text(self, example: InputExample) -> str:
+    """text_a, and text_b after a space for a pair."""
+    return " ".join(filter(None, (example.text_a, example.text_b))).strip()
 
   def data_path(self, split: str) -> str:
     return os.path.join(self.config.raw_data_dir(self.name), split + ".tsv")
@@ -176,6 +187,10 @@ class SingleOutputTask(Task):
   def _label_features(self, example: InputExample) -> Dict[str, Any]:
     """The task-specific label feature(s) of an example."""
 
+  def serving_functions(self, model, text_encoder):
+    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
+    return export.classifier_functions(model, self, text_encoder)
+
   def _example_outputs(self, features: Features, values: np.ndarray
                        ) -> Dict[int, np.ndarray]:
     """Example id -> its row of `values` (the official test-set pickle)."""
@@ -231,6 +246,7 @@ class ClassificationTask(SingleOutputTask):
 
 class RegressionTask(SingleOutputTask):
   """A real-valued score in [min_value, max_value] per example."""
+  regression = True
 
   def __init__(self, config: FinetuningConfig, name: str, tokenizer,
                min_value: float, max_value: float):
@@ -329,6 +345,8 @@ class RegressionHead(TaskHead):
 # ------------------------------------------------------------------ tasks
 class CoLA(ClassificationTask):
   """Corpus of Linguistic Acceptability; Matthews correlation."""
+  help = "GLUE CoLA: acceptability of one sentence (mcc)"
+  single_text = True
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "cola", tokenizer, ["0", "1"])
@@ -344,6 +362,8 @@ class CoLA(ClassificationTask):
 
 class SST(ClassificationTask):
   """Stanford Sentiment Treebank (binary)."""
+  help = "GLUE SST-2: sentiment of one sentence (accuracy)"
+  single_text = True
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "sst", tokenizer, ["0", "1"])
@@ -371,6 +391,7 @@ class _ParaphraseTask(ClassificationTask):
 
 class MRPC(_ParaphraseTask):
   """Microsoft Research Paraphrase Corpus."""
+  help = "GLUE MRPC: paraphrase pairs (accuracy, f1)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "mrpc", tokenizer, ["0", "1"])
@@ -385,6 +406,7 @@ class MRPC(_ParaphraseTask):
 
 class QQP(_ParaphraseTask):
   """Quora Question Pairs."""
+  help = "GLUE QQP: duplicate question pairs (accuracy, f1)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "qqp", tokenizer, ["0", "1"])
@@ -397,6 +419,7 @@ class QQP(_ParaphraseTask):
 
 class MNLI(ClassificationTask):
   """Multi-Genre NLI; dev is reported matched and mismatched."""
+  help = "GLUE MNLI: 3-way entailment (accuracy)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "mnli", tokenizer,
@@ -419,6 +442,8 @@ class MNLI(ClassificationTask):
 
 class RTE(ClassificationTask):
   """Recognizing Textual Entailment."""
+  help = "GLUE RTE: entailment (accuracy)"
+  single_task_defaults = {"num_train_epochs": 10.0}
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "rte", tokenizer, ["entailment", "not_entailment"])
@@ -429,6 +454,7 @@ class RTE(ClassificationTask):
 
 class QNLI(ClassificationTask):
   """Question NLI."""
+  help = "GLUE QNLI: question-sentence entailment (accuracy)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "qnli", tokenizer,
@@ -440,6 +466,8 @@ class QNLI(ClassificationTask):
 
 class STS(RegressionTask):
   """Semantic Textual Similarity Benchmark; Pearson and Spearman."""
+  help = "GLUE STS-B: similarity score 0-5 (pearson, spearman)"
+  single_task_defaults = {"num_train_epochs": 10.0}
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "sts", tokenizer, 0.0, 5.0)

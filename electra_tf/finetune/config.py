@@ -9,10 +9,11 @@ Resolution order (as official):
   1. defaults below;
   2. the user's hparams (and the flags that share an hparam's name, which win
      over hparams: --task_names, --model_size, --model_dir, --init_checkpoint);
-  3. single-task defaults: rte/sts train 10 epochs, SQuAD and the MRQA tasks
-     named "...qa" 2 epochs at max_seq_length 512 (and no test outputs; as
-     official, `naturalqs` does not match and gets 3 epochs at 128), chunk
-     max_seq_length 256, every other single task 3 epochs;
+  3. single-task defaults, each task class's `single_task_defaults` over 3
+     epochs: rte/sts train 10 epochs, SQuAD and the MRQA tasks named "...qa"
+     2 epochs at max_seq_length 512 (and no test outputs; as official,
+     `naturalqs` does not match and gets 3 epochs at 128), chunk
+     max_seq_length 256, ner do_lower_case false (electra-tf);
   4. model-size defaults: large uses learning_rate 5e-5 and layerwise_lr_decay
      0.9, small uses embedding_size 128;
   5. `debug` overrides;
@@ -28,15 +29,19 @@ Locations follow the official layout under `data_dir`: raw data in
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
-from typing import ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, List, Optional, Tuple, Type
 
 from electra_tf.config import ConfigError, JobConfig, recorded_vocab
 
-# The task registry: official name -> its class, as "module.Class" under
-# electra_tf/finetune/ (named, not imported, so that validating a config does not
-# load TensorFlow; finetune/task_builder.py imports the one a job asks for). In the
-# order of the paper's tables, then the 2019 MRQA shared-task sets and chunking.
+# The task registry: name -> its class, as "module.Class" under
+# electra_tf/finetune/ (named, not imported, so that checking hparam names and
+# types does not load TensorFlow; `task_class` imports the ones a job asks
+# for).  In the order of the paper's tables, then the 2019 MRQA shared-task
+# sets, chunking and NER.  Everything else about a task (its single-task
+# defaults, help line, featurizer, head, scorer, serving functions) is on its
+# class; adding a task is a module (or a class) and a line here.
 TASKS = {
     "cola": "classification.CoLA", "sst": "classification.SST",
     "mrpc": "classification.MRPC", "sts": "classification.STS",
@@ -45,10 +50,34 @@ TASKS = {
     "squadv1": "qa.SQuADv1", "squad": "qa.SQuAD", "newsqa": "qa.NewsQA",
     "naturalqs": "qa.NaturalQuestions", "triviaqa": "qa.TriviaQA",
     "searchqa": "qa.SearchQA", "chunk": "tagging.ChunkingTask",
+    "ner": "tagging.NER",
 }
 TASK_NAMES = tuple(TASKS)
-MRQA_TASK_NAMES = ("newsqa", "naturalqs", "triviaqa", "searchqa")
-QA_TASK_NAMES = ("squadv1", "squad") + MRQA_TASK_NAMES
+
+
+def check_task_names(task_names: List[str]) -> None:
+  """ConfigError unless `task_names` are registered, without repeats."""
+  if not task_names:
+    raise ConfigError("hparam task_names: no task given")
+  for name in task_names:
+    if name not in TASKS:
+      raise ConfigError(f"hparam task_names: unknown task {name!r}; known: "
+                        f"{', '.join(TASK_NAMES)}")
+  if len(set(task_names)) != len(task_names):
+    raise ConfigError(f"hparam task_names: {task_names} repeats a task")
+
+
+def task_class(name: str) -> Type[Any]:
+  """The Task subclass registered as `name` (imports its module)."""
+  check_task_names([name])
+  module, cls = TASKS[name].split(".")
+  return getattr(importlib.import_module(f"electra_tf.finetune.{module}"), cls)
+
+
+def task_names_help() -> str:
+  """One line per registered task, `name: help` (each class's `help`)."""
+  return "\n".join(f"{name}: {task_class(name).help}" for name in TASKS)
+
 
 _DEBUG_SETTINGS = {"save_checkpoints_steps": 1000000,
                    "use_tfrecords_if_existing": False, "num_trials": 1,
@@ -59,15 +88,6 @@ _DEBUG_SETTINGS = {"save_checkpoints_steps": 1000000,
 # (`raw_data_dir(task)`, `qa_preds_file(task)`, ...): not settable by hparams.
 _DERIVED_NAMES = ("raw_data_dir", "qa_eval_file", "qa_preds_file",
                   "qa_na_file", "test_predictions")
-
-
-def is_qa_task(task_name: str) -> bool:
-  """The official test for the span-QA single-task defaults.
-
-  A name test, as official: `naturalqs` fails it and so keeps the defaults of
-  the other tasks (max_seq_length 128, 3 epochs).
-  """
-  return "squad" in task_name or "qa" in task_name
 
 
 NO_CHECKPOINT = "none"  # init_checkpoint that asks for random initialisation
@@ -116,6 +136,11 @@ class FinetuningConfig(JobConfig):
   beam_size: int = 20
   qa_na_threshold: float = -2.75  # SQuAD 2.0: "no answer" above this
 
+  # tagging (electra-tf addition): the scheme of the ner files and of its
+  # predictions, IOB1, IOB2 (BIO) or BIOES (finetune/spans.py); chunk's is
+  # IOB2, as official
+  tagging_scheme: str = "IOB2"
+
   # locations (official conventions under data_dir; see module docstring)
   init_checkpoint: str = ""
   preprocessed_data_dir: str = ""
@@ -133,18 +158,12 @@ class FinetuningConfig(JobConfig):
     return [] if self.init_checkpoint == NO_CHECKPOINT else [self.init_checkpoint]
 
   def _apply_job_defaults(self) -> None:
+    check_task_names(self.task_names)
     if len(self.task_names) == 1:
-      task_name = self.task_names[0]
-      if task_name in ("rte", "sts"):
-        self.num_train_epochs = 10.0
-      elif is_qa_task(task_name):
-        self.max_seq_length = 512
-        self.num_train_epochs = 2.0
-        self.write_test_outputs = False
-      elif task_name == "chunk":
-        self.max_seq_length = 256
-      else:
-        self.num_train_epochs = 3.0
+      # The task's own (official: rte/sts 10 epochs, span QA 512 / 2 epochs,
+      # chunk 256; ner do_lower_case false); the others keep 3 epochs.
+      self.num_train_epochs = 3.0
+      self.update(task_class(self.task_names[0]).single_task_defaults)
     if self.model_size == "large":
       self.learning_rate = 5e-5
       self.layerwise_lr_decay = 0.9
@@ -219,30 +238,21 @@ class FinetuningConfig(JobConfig):
   # ------------------------------------------------------------ validation
   def validate(self) -> None:
     """Raises ConfigError naming the hparam and what is wrong."""
-    if not self.task_names:
-      raise ConfigError("hparam task_names: no task given")
-    for name in self.task_names:
-      if name not in TASK_NAMES:
-        raise ConfigError(f"hparam task_names: unknown task {name!r}; known: "
-                          f"{', '.join(TASK_NAMES)}")
-    if len(set(self.task_names)) != len(self.task_names):
-      raise ConfigError(f"hparam task_names: {self.task_names} repeats a task")
+    check_task_names(self.task_names)
     super().validate()
     for name in ("weight_decay_rate", "answerable_weight", "n_writes_test"):
       if getattr(self, name) < 0:
         raise ConfigError(f"hparam {name}: {getattr(self, name)} must be >= 0")
+    from electra_tf.finetune import spans  # pylint: disable=g-import-not-at-top
+    try:
+      spans.canonical_scheme(self.tagging_scheme)
+    except ValueError as e:
+      raise ConfigError(f"hparam tagging_scheme: {e}") from None
     if not 0.0 <= self.warmup_proportion <= 1.0:
       raise ConfigError(f"hparam warmup_proportion: {self.warmup_proportion} "
                         "is outside [0, 1]")
-    if any(name in QA_TASK_NAMES for name in self.task_names):
-      if self.max_seq_length - self.max_query_length - 3 < 1:
-        raise ConfigError(
-            f"hparams max_seq_length ({self.max_seq_length}) and "
-            f"max_query_length ({self.max_query_length}) leave no room for the "
-            "document (need max_seq_length > max_query_length + 3)")
-      if self.joint_prediction and self.beam_size > self.max_seq_length:
-        raise ConfigError(f"hparam beam_size: {self.beam_size} exceeds "
-                          f"max_seq_length {self.max_seq_length}")
+    for name in self.task_names:
+      task_class(name).check_config(self)
 
   # ------------------------------------------------------- derived values
   def num_train_steps(self, n_train_features: int) -> int:

@@ -107,10 +107,12 @@ class TrainingData:
 
 
 def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
-  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size."""
+  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size
+  and whose casing must be do_lower_case's (a ConfigError otherwise)."""
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
   tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
+  tokenization.check_vocab_casing(tokenizer.vocab, config.do_lower_case, config.vocab_file)
   return tokenizer
 
 
@@ -375,6 +377,7 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
       for split, result in split_results.items():
         outputs.write_predictions_tsv(
             outputs.predictions_path(directory, task.name, split), result)
+        outputs.write_tables(directory, task.name, split, result)
         outputs.write_qa_files(config, task.name, result, directory)
     if trial <= config.n_writes_test:
       for split, data in test_data.get(task.name, {}).items():

@@ -10,9 +10,9 @@ SQuAD and MRQA: the official v1.1, v2.0 and MRQA 2019 evaluation scripts'
 answer normalisation (MRQA's is v1.1's), exact match and token F1, and their
 whole-dataset evaluations (in percent, under the official key names).
 
-Tagging: conversion between tag sequences and (start, end, type) spans
-(official tagging_utils, including its handling of malformed sequences) and
-span-level precision/recall/F1.
+Tagging: the chunk task's names for the rules of finetune/spans.py (official
+tagging_utils: chunks of a tag sequence and back, chunk-level
+precision/recall/F1).
 """
 
 from __future__ import annotations
@@ -223,53 +223,27 @@ def _best_no_answer_threshold(predictions, scores, na_probs, has_answer
 
 
 # -------------------------------------------------------------- tagging
+# The chunk task's names for finetune/spans.py (where every tagging rule lives).
 def span_labels(tags: Sequence[str]) -> List[Span]:
-  """(start, end, type) chunks of a tag sequence (official get_span_labels).
-
-  A chunk starts at B-/S- or at any tag after O, and ends before the next
-  B-/S-/O or at the end; E- does not close a chunk and I-X after I-Y does not
-  split it (the official behaviour, kept).  An empty sequence has no chunks
-  (the official function fails on it).
-  """
-  spans = []
-  last, start = "O", -1
-  for i, tag in enumerate(tags):
-    prefix = None if tag == "O" else tag.split("-")[0]
-    if (prefix in ("S", "B") or tag == "O") and last != "O":
-      spans.append((start, i - 1, last.split("-")[-1]))
-    if prefix in ("B", "S") or last == "O":
-      start = i
-    last = tag
-  if tags and tags[-1] != "O":
-    spans.append((start, len(tags) - 1, tags[-1].split("-")[-1]))
-  return spans
+  """(start, end, type) chunks of a tag sequence (official get_span_labels):
+  spans.chunk_spans.  An empty sequence has no chunks (the official function
+  fails on it)."""
+  from electra_tf.finetune import spans  # pylint: disable=g-import-not-at-top
+  return spans.chunk_spans(tags)
 
 
-def tags_from_spans(spans: Iterable[Span], length: int, encoding: str
+def tags_from_spans(spans_: Iterable[Span], length: int, encoding: str
                     ) -> List[str]:
-  """Tag sequence of `spans` in an encoding such as "BIOES" or "BIO"."""
-  tags = ["O"] * length
-  for start, end, chunk_type in spans:
-    for i in range(start, end + 1):
-      tags[i] = "I-" + chunk_type
-    if "E" in encoding:
-      tags[end] = "E-" + chunk_type
-    if "B" in encoding:
-      tags[start] = "B-" + chunk_type
-    if "S" in encoding and start == end:
-      tags[start] = "S-" + chunk_type
-  return tags
+  """Tag sequence of `spans_` in an encoding such as "BIOES" or "BIO"
+  (spans.encode)."""
+  from electra_tf.finetune import spans  # pylint: disable=g-import-not-at-top
+  return spans.encode(spans_, length, encoding)
 
 
 def span_precision_recall_f1(gold: Iterable[Sequence[str]],
                              predicted: Iterable[Sequence[str]]
                              ) -> Tuple[float, float, float]:
   """Chunk-level scores over sentences of gold and predicted tags."""
-  n_correct = n_predicted = n_gold = 0
-  for gold_tags, predicted_tags in zip(gold, predicted):
-    gold_spans = set(span_labels(gold_tags))
-    predicted_spans = set(span_labels(predicted_tags))
-    n_correct += len(gold_spans & predicted_spans)
-    n_gold += len(gold_spans)
-    n_predicted += len(predicted_spans)
-  return precision_recall_f1(n_correct, n_predicted, n_gold)
+  from electra_tf.finetune import spans  # pylint: disable=g-import-not-at-top
+  return spans.total(spans.span_counts(gold, predicted, spans.chunk_spans)
+                     ).precision_recall_f1()

@@ -9,6 +9,9 @@ In `config.results_dir` (model_dir/results):
                                    SQuAD, keyed by question id), one row per
                                    example in file order; tabs and line breaks
                                    inside a prediction become spaces
+  <task>_<split>_<table>.tsv       a task's tables (EvalResult.tables; ner:
+                                   `entities`, precision, recall, F1 and
+                                   counts per entity type and mode)
   <tasks>_results.txt / .pkl       the official results files: every trial so
                                    far, one `task: metric: value - ...` line
                                    per task and trial
@@ -70,6 +73,19 @@ def write_predictions_tsv(path: str, result: EvalResult) -> None:
     lines.append(f"{key}\t{' '.join(prediction.splitlines()).replace(chr(9), ' ')}")
   _makedirs_for(path)
   atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def table_path(results_dir: str, task_name: str, split: str, table: str) -> str:
+  return os.path.join(results_dir, f"{task_name}_{split}_{table}.tsv")
+
+
+def write_tables(results_dir: str, task_name: str, split: str,
+                 result: EvalResult) -> None:
+  """Each of result.tables as `table_path(...)`."""
+  for table, text in result.tables.items():
+    path = table_path(results_dir, task_name, split, table)
+    _makedirs_for(path)
+    atomic_write_text(path, text)
 
 
 def write_qa_files(config: FinetuningConfig, task_name: str,

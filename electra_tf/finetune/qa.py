@@ -55,7 +55,7 @@ from absl import logging
 
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
-from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.config import ConfigError, FinetuningConfig
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
@@ -196,7 +196,24 @@ def best_indexes(logits: np.ndarray, n_best_size: int) -> List[int]:
 
 
 class QATask(Task):
-  """A span-extraction task; subclasses read their format and score."""
+  """A span-extraction task; subclasses read their format and score.
+
+  As a single task, 2 epochs at max_seq_length 512 and no test outputs (the
+  official rule gives these to the tasks whose name holds "squad" or "qa").
+  """
+  single_task_defaults = {"max_seq_length": 512, "num_train_epochs": 2.0,
+                          "write_test_outputs": False}
+
+  @classmethod
+  def check_config(cls, config: FinetuningConfig) -> None:
+    if config.max_seq_length - config.max_query_length - 3 < 1:
+      raise ConfigError(
+          f"hparams max_seq_length ({config.max_seq_length}) and "
+          f"max_query_length ({config.max_query_length}) leave no room for the "
+          "document (need max_seq_length > max_query_length + 3)")
+    if config.joint_prediction and config.beam_size > config.max_seq_length:
+      raise ConfigError(f"hparam beam_size: {config.beam_size} exceeds "
+                        f"max_seq_length {config.max_seq_length}")
 
   def __init__(self, config: FinetuningConfig, name: str, tokenizer,
                v2: bool):
@@ -209,6 +226,13 @@ class QATask(Task):
     self._basic_tokenize = (tokenizer.basic_tokenize
                             if hasattr(tokenizer, "basic_tokenize")
                             else tokenizer.basic_tokenizer.tokenize)
+
+  def serving_functions(self, model, text_encoder):
+    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
+    from electra_tf.finetune import qa_export  # pylint: disable=g-import-not-at-top
+    return qa_export.qa_functions(
+        model.encoder.config, self, text_encoder,
+        lambda features: export.task_outputs(model, self, features))
 
   # -------------------------------------------------------------- reading
   def get_examples(self, split: str) -> List[QAExample]:
@@ -654,6 +678,7 @@ class MRQATask(QATask):
 
 class SQuAD(SQuADTask):
   """SQuAD 2.0."""
+  help = "SQuAD 2.0 (JSON; exact, f1 as the v2.0 script)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "squad", tokenizer, v2=True)
@@ -661,6 +686,7 @@ class SQuAD(SQuADTask):
 
 class SQuADv1(SQuADTask):
   """SQuAD 1.1."""
+  help = "SQuAD 1.1 (JSON; exact_match, f1)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "squadv1", tokenizer, v2=False)
@@ -668,6 +694,7 @@ class SQuADv1(SQuADTask):
 
 class NewsQA(MRQATask):
   """NewsQA (MRQA)."""
+  help = "NewsQA (MRQA 2019 JSON lines)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "newsqa", tokenizer)
@@ -675,6 +702,10 @@ class NewsQA(MRQATask):
 
 class NaturalQuestions(MRQATask):
   """Natural Questions (MRQA)."""
+  help = "Natural Questions (MRQA 2019 JSON lines)"
+  # Official quirk: its name holds neither "squad" nor "qa", so as a single
+  # task it keeps the general defaults (3 epochs at max_seq_length 128).
+  single_task_defaults = {}
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "naturalqs", tokenizer)
@@ -682,6 +713,7 @@ class NaturalQuestions(MRQATask):
 
 class TriviaQA(MRQATask):
   """TriviaQA (MRQA)."""
+  help = "TriviaQA (MRQA 2019 JSON lines)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "triviaqa", tokenizer)
@@ -689,6 +721,7 @@ class TriviaQA(MRQATask):
 
 class SearchQA(MRQATask):
   """SearchQA (MRQA)."""
+  help = "SearchQA (MRQA 2019 JSON lines)"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "searchqa", tokenizer)

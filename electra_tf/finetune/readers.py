@@ -214,23 +214,35 @@ def _check_mrqa_question(where: str, qa: Any) -> None:
                        "[start, end] integer pairs)")
 
 
-def read_conll(path: str, max_sentences: Optional[int] = None
-               ) -> List[Tuple[Sequence[str], Sequence[str]]]:
-  """(words, tags) per sentence; the tag is the last field of a line.
+@dataclasses.dataclass(frozen=True)
+class ConllSentence:
+  """One sentence of a CoNLL file: its words, their tags (the last field of
+  each line) and the 1-based line number of each word."""
+  words: Tuple[str, ...]
+  tags: Tuple[str, ...]
+  line_numbers: Tuple[int, ...]
+
+
+def read_conll_sentences(path: str, max_sentences: Optional[int] = None
+                         ) -> List[ConllSentence]:
+  """The sentences of a CoNLL file (module docstring): lines of
+  `WORD ... TAG` (any number of fields, at least two; the tag last), a blank
+  line between sentences, `-DOCSTART-` lines skipped.
 
   The official reader stops after 101 sentences in debug mode
   (`max_sentences`).  It also drops a last sentence that is not followed by a
-  blank line; here that sentence is kept.
+  blank line; here that sentence is kept.  A line with one field or a tag
+  that is not O or B-/I-/E-/S-TYPE is a ValueError naming file and line.
   """
   _require_file(path)
-  sentences = []
-  sentence: List[Tuple[str, str]] = []
+  sentences: List[ConllSentence] = []
+  sentence: List[Tuple[str, str, int]] = []
   with open(path, encoding="utf-8-sig") as f:
     for line_number, line in enumerate(f, start=1):
       fields = line.split()
       if not fields:
         if sentence:
-          sentences.append(tuple(zip(*sentence)))
+          sentences.append(ConllSentence(*map(tuple, zip(*sentence))))
           sentence = []
           if max_sentences is not None and len(sentences) >= max_sentences:
             return sentences
@@ -243,7 +255,13 @@ def read_conll(path: str, max_sentences: Optional[int] = None
       if not _TAG_PATTERN.fullmatch(fields[-1]):
         raise ValueError(f"{path}:{line_number}: tag {fields[-1]!r} is not 'O' "
                          "or B-/I-/E-/S- followed by a chunk type")
-      sentence.append((fields[0], fields[-1]))
+      sentence.append((fields[0], fields[-1], line_number))
   if sentence:
-    sentences.append(tuple(zip(*sentence)))
+    sentences.append(ConllSentence(*map(tuple, zip(*sentence))))
   return sentences
+
+
+def read_conll(path: str, max_sentences: Optional[int] = None
+               ) -> List[Tuple[Sequence[str], Sequence[str]]]:
+  """(words, tags) per sentence of `read_conll_sentences`."""
+  return [(s.words, s.tags) for s in read_conll_sentences(path, max_sentences)]

@@ -1,85 +1,113 @@
-"""CoNLL-2000 chunking (`chunk`), official tagging_tasks.
+"""Sequence tagging: the `TaggingTask` base, chunking (`chunk`) and
+named-entity recognition (`ner`).
 
-Reading: `<split>.txt` in CoNLL format (readers.read_conll); the chunk tags
-(IOB2 in the file) are converted to BIOES, the label space of the model.  The
-label ids number the sorted BIOES tags seen in every split file present
-(train, dev, test), as official.
+Reading: `DATA_DIR/finetuning_data/<task>/<split>.txt` in CoNLL format
+(readers.read_conll_sentences: one `WORD ... TAG` line per word, any number
+of columns, the tag last, a blank line between sentences, `-DOCSTART-` lines
+skipped).  The tags of a file are written in the task's `file_scheme`
+(spans.SCHEMES); the task's boundary rule (`span_rule`) reads them as spans,
+and the model learns the spans as BIOES tags (spans.encode), as the official
+tagging model does.
 
-Featurizing: [CLS] word pieces of every word [SEP]; the first word piece of
-each word is the labelled position.  Official quirks kept: all tokens have
-segment id 1, and a sentence is cut as soon as its pieces so far plus one slot
-per word would exceed max_seq_length.  Per feature row:
+Featurizing: [CLS] the word pieces of each word [SEP]; each word is labelled
+at its first piece, its other pieces are not labelled (official).  Per
+feature row (S = max_seq_length):
   <task>_labels             [N, S] int32    label id of word i at column i
   <task>_labels_mask        [N, S] float32  1 for the words that were kept
   <task>_labeled_positions  [N, S] int32    position of word i's first piece
 
-Head: dense (`task_specific/chunk/dense`) over the label set at the labelled
-positions; loss = the sum of the words' softmax cross-entropies.  Score:
-chunk-level precision / recall / F1 (official span F1).  Predictions are the
-words' tags converted back to IOB2, space-separated.
+Head (`TaggingHead`): dense (`task_specific/<task>/dense`) over the labels at
+the labelled positions; loss = the sum of the words' softmax cross-entropies.
+Predictions: the predicted BIOES tags read by `span_rule`, written back in
+`file_scheme`, space-separated, one line per sentence.  Serving:
+finetune/tagging_export.py.
+
+Adding a tagging task is a subclass that names its data folder and scheme
+(see `NER`) and a line in the registry (finetune/config.py TASKS).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
+from electra_tf.finetune import spans
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
 
-LABEL_ENCODING = "BIOES"
-_FILE_ENCODING = "BIO"  # IOB2, as in the CoNLL-2000 files
+LABEL_SCHEME = "BIOES"  # the tags the model predicts
+UNKNOWN_TOKEN = "[UNK]"
 
 
 @dataclasses.dataclass
 class TaggingExample:
-  """A sentence: its words and their BIOES label ids."""
+  """A sentence: its words, their tags as in the file and their label ids
+  (the BIOES tags of the file's spans)."""
   eid: int
   words: Sequence[str]
   labels: List[int]
+  file_tags: Sequence[str] = ()
 
 
-def to_model_tags(tags: Sequence[str]) -> List[str]:
-  """File tags -> BIOES tags (through the chunk spans)."""
-  return metrics.tags_from_spans(metrics.span_labels(tags), len(tags),
-                                 LABEL_ENCODING)
+@dataclasses.dataclass
+class TaggedSentence:
+  """What `TaggingTask.evaluate` hands the scorer for one example: the
+  example, how many words the featurizer kept, and the gold and predicted
+  BIOES tags of the kept words."""
+  example: TaggingExample
+  n_kept: int
+  gold: List[str]
+  predicted: List[str]
 
 
-class ChunkingTask(Task):
-  """Text chunking (official tagging_tasks.Chunking)."""
+class TaggingTask(Task):
+  """One tag per word of CoNLL-format sentences (module docstring).
 
-  def __init__(self, config, tokenizer, name: str = "chunk"):
+  Subclasses set `file_scheme` (the scheme of the data files) and may change
+  `span_rule` (how tags are read as spans), `segment_id`, how a sentence is
+  cut (`pack_words`), the label set (`label_tags`) and scoring (`score`).
+  """
+  span_rule: ClassVar[spans.BoundaryRule] = spans.LENIENT
+  segment_id: ClassVar[int] = 0  # of every token
+  # The text signature returns entities with character offsets (else the
+  # words and their tags; finetune/tagging_export.py).
+  serves_entities: ClassVar[bool] = False
+  sentence_examples = True
+
+  def __init__(self, config, name: str, tokenizer, file_scheme: str):
     super().__init__(config, name, tokenizer)
+    self.file_scheme = spans.canonical_scheme(file_scheme)
     self._label_mapping: Optional[Dict[str, int]] = None
 
+  # ------------------------------------------------------------- reading
   def data_path(self, split: str) -> str:
     return os.path.join(self.config.raw_data_dir(self.name), split + ".txt")
 
-  def _sentences(self, split: str):
-    return readers.read_conll(self.data_path(split),
-                              max_sentences=101 if self.config.debug else None)
+  def sentences(self, split: str) -> List[readers.ConllSentence]:
+    """The sentences of `split` (101 in debug mode, as official)."""
+    return readers.read_conll_sentences(
+        self.data_path(split), max_sentences=101 if self.config.debug else None)
+
+  def to_model_tags(self, tags: Sequence[str]) -> List[str]:
+    """File tags -> BIOES tags (through the spans `span_rule` reads)."""
+    return spans.encode(spans.decode(tags, self.span_rule), len(tags), LABEL_SCHEME)
+
+  @abc.abstractmethod
+  def label_tags(self) -> List[str]:
+    """The BIOES tags the model predicts, in label-id order."""
 
   @property
   def label_mapping(self) -> Dict[str, int]:
-    """BIOES tag -> label id, over every split file present."""
+    """BIOES tag -> label id."""
     if self._label_mapping is None:
-      tags = set()
-      for split in ("train", "dev", "test"):
-        if os.path.isfile(self.data_path(split)):
-          for _, sentence_tags in self._sentences(split):
-            tags.update(to_model_tags(sentence_tags))
-      if not tags:
-        raise FileNotFoundError(
-            f"{self.config.raw_data_dir(self.name)}: no train/dev/test .txt "
-            f"file to take the {self.name} labels from")
-      self._label_mapping = {tag: i for i, tag in enumerate(sorted(tags))}
+      self._label_mapping = {tag: i for i, tag in enumerate(self.label_tags())}
     return self._label_mapping
 
   @property
@@ -88,9 +116,18 @@ class ChunkingTask(Task):
 
   def get_examples(self, split: str) -> List[TaggingExample]:
     mapping = self.label_mapping
-    return [TaggingExample(i, words, [mapping[t] for t in to_model_tags(tags)])
-            for i, (words, tags) in enumerate(self._sentences(split))]
+    examples = []
+    for i, sentence in enumerate(self.sentences(split)):
+      examples.append(TaggingExample(
+          i, sentence.words, [mapping[t] for t in self.to_model_tags(sentence.tags)],
+          sentence.tags))
+    return examples
 
+  def example_text(self, example: TaggingExample) -> str:
+    """The words separated by spaces."""
+    return " ".join(example.words)
+
+  # --------------------------------------------------------- featurizing
   def feature_specs(self) -> Dict[str, FeatureSpec]:
     seq = (self.config.max_seq_length,)
     specs = self.shared_feature_specs()
@@ -99,63 +136,221 @@ class ChunkingTask(Task):
                   f"{self.name}_labeled_positions": (seq, np.int32)})
     return specs
 
+  def word_pieces(self, word: str) -> List[str]:
+    """The pieces of one word; [UNK] for a word that has none (e.g. only
+    control characters), so that every word has a labelled position."""
+    return self.tokenizer.tokenize(word) or [UNKNOWN_TOKEN]
+
+  def pack_words(self, pieces_per_word: Sequence[Sequence[str]]
+                 ) -> Tuple[List[str], List[int]]:
+    """[CLS] the pieces of the words that fit [SEP]: the tokens and the
+    position of each kept word's first piece.  Words are kept from the start
+    while [CLS], their pieces and [SEP] fit max_seq_length."""
+    tokens, positions = ["[CLS]"], []
+    for pieces in pieces_per_word:
+      if len(tokens) + len(pieces) + 1 > self.config.max_seq_length:
+        break
+      positions.append(len(tokens))
+      tokens.extend(pieces)
+    return tokens + ["[SEP]"], positions
+
   def featurize(self, examples: Sequence[TaggingExample],
                 is_training: bool) -> Features:
     max_length = self.config.max_seq_length
     rows = []
     for example in examples:
-      # The official code normalises each word as BasicTokenizer does (clean,
-      # lower case, strip accents, split punctuation) then WordPiece: the
-      # same as tokenize(word) for a word without spaces, apart from CJK.
-      words_to_tokens = ([["[CLS]"]] +
-                         [self.tokenizer.tokenize(w) for w in example.words] +
-                         [["[SEP]"]])
-      tokens, tagged_positions = [], []
-      for word_tokens in words_to_tokens:
-        if len(words_to_tokens) + len(tokens) + 1 > max_length:
-          tokens.append("[SEP]")
-          break
-        if "[CLS]" not in word_tokens and "[SEP]" not in word_tokens:
-          tagged_positions.append(len(tokens))
-        tokens.extend(word_tokens)
+      tokens, positions = self.pack_words([self.word_pieces(w) for w in example.words])
       input_ids = list(self.tokenizer.convert_tokens_to_ids(tokens))
       rows.append({
           "input_ids": self.pad_ids(input_ids),
           "input_mask": self.pad_ids([1] * len(input_ids)),
-          "segment_ids": self.pad_ids([1] * len(input_ids)),
+          "segment_ids": self.pad_ids([self.segment_id] * len(input_ids)),
           "task_id": self.task_id,
           f"{self.name}_eid": example.eid,
           f"{self.name}_labels": self.pad_ids(example.labels[:max_length]),
-          f"{self.name}_labels_mask": self.pad_ids([1.0] * len(tagged_positions)),
-          f"{self.name}_labeled_positions": self.pad_ids(tagged_positions)})
+          f"{self.name}_labels_mask": self.pad_ids([1.0] * len(positions)),
+          f"{self.name}_labeled_positions": self.pad_ids(positions)})
     return self.stack_features(rows, range(len(examples)))
 
   def build_head(self) -> TaskHead:
     return TaggingHead(self.name, len(self.label_mapping))
 
+  # ------------------------------------------------------------- scoring
   def evaluate(self, examples, features, outputs, split) -> EvalResult:
     labels = self.label_list
-    gold, predicted, predictions = [], [], []
-    n_words_total = 0
+    sentences = []
     for row, example_index in enumerate(features.example_index):
-      n_words = int(round(float(
+      n_kept = int(round(float(
           np.sum(features.arrays[f"{self.name}_labels_mask"][row]))))
-      n_words_total += n_words
-      gold.append([labels[i] for i in
-                   features.arrays[f"{self.name}_labels"][row][:n_words]])
-      predicted.append([labels[i] for i in outputs["predictions"][row][:n_words]])
-      file_tags = metrics.tags_from_spans(
-          metrics.span_labels(predicted[-1]), n_words, _FILE_ENCODING)
-      predictions.append((str(examples[example_index].eid), " ".join(file_tags)))
-    result = {}
-    if is_labeled_split(split):
-      precision, recall, f1 = metrics.span_precision_recall_f1(gold, predicted)
-      # Official quirk: its scorer adds each loss twice before dividing by
-      # the number of words.
-      loss = 2.0 * float(np.sum(outputs["loss"])) / max(1, n_words_total)
-      result = {"precision": 100.0 * precision, "recall": 100.0 * recall,
-                "f1": 100.0 * f1, "loss": loss}
-    return EvalResult(result, predictions)
+      sentences.append(TaggedSentence(
+          examples[example_index], n_kept,
+          [labels[i] for i in features.arrays[f"{self.name}_labels"][row][:n_kept]],
+          [labels[i] for i in outputs["predictions"][row][:n_kept]]))
+    loss_sum = float(np.sum(outputs["loss"]))
+    return self.score(sentences, loss_sum, is_labeled_split(split))
+
+  def file_tags(self, model_tags: Sequence[str], n_words: int) -> List[str]:
+    """Predicted BIOES tags of the first words -> tags of `n_words` words in
+    file_scheme (the words after them O)."""
+    return spans.encode(spans.decode(model_tags, self.span_rule), n_words,
+                        self.file_scheme)
+
+  @abc.abstractmethod
+  def score(self, sentences: Sequence[TaggedSentence], loss_sum: float,
+            labeled: bool) -> EvalResult:
+    """Metrics (when `labeled`) and one prediction per sentence (its tags
+    in file_scheme, space-separated).  loss_sum: the head's loss summed over
+    the kept words of all sentences."""
+
+  # ------------------------------------------------------------- serving
+  def serving_functions(self, model, text_encoder):
+    from electra_tf.finetune import tagging_export  # pylint: disable=g-import-not-at-top
+    return tagging_export.tagger_functions(model, self, text_encoder)
+
+
+class ChunkingTask(TaggingTask):
+  """Text chunking on CoNLL-2000 (official tagging_tasks.Chunking).
+
+  Official behaviour kept: the file is IOB2; the CHUNK rule reads spans (an
+  I- of another type continues a chunk); the labels are the sorted BIOES
+  tags seen in every split file present (train, dev, test); every token has
+  segment id 1; a sentence is cut as soon as its pieces so far plus one slot
+  per word would exceed max_seq_length; the score is chunk-level F1 over the
+  kept words; the eval loss adds each word's loss twice.
+  """
+  span_rule = spans.CHUNK
+  segment_id = 1
+  help = "CoNLL-2000 chunking (official; IOB2 files, chunk-level F1)"
+  single_task_defaults = {"max_seq_length": 256}
+
+  def __init__(self, config, tokenizer, name: str = "chunk"):
+    super().__init__(config, name, tokenizer, "IOB2")
+
+  def label_tags(self) -> List[str]:
+    tags = set()
+    for split in ("train", "dev", "test"):
+      if os.path.isfile(self.data_path(split)):
+        for sentence in self.sentences(split):
+          tags.update(self.to_model_tags(sentence.tags))
+    if not tags:
+      raise FileNotFoundError(
+          f"{self.config.raw_data_dir(self.name)}: no train/dev/test .txt "
+          f"file to take the {self.name} labels from")
+    return sorted(tags)
+
+  def word_pieces(self, word: str) -> List[str]:
+    # The official code normalises each word as BasicTokenizer does (clean,
+    # lower case, strip accents, split punctuation) then WordPiece: the
+    # same as tokenize(word) for a word without spaces, apart from CJK.
+    return self.tokenizer.tokenize(word)
+
+  def pack_words(self, pieces_per_word):
+    max_length = self.config.max_seq_length
+    words_to_tokens = [["[CLS]"]] + list(pieces_per_word) + [["[SEP]"]]
+    tokens, positions = [], []
+    for word_tokens in words_to_tokens:
+      if len(words_to_tokens) + len(tokens) + 1 > max_length:
+        tokens.append("[SEP]")
+        break
+      if "[CLS]" not in word_tokens and "[SEP]" not in word_tokens:
+        positions.append(len(tokens))
+      tokens.extend(word_tokens)
+    return tokens, positions
+
+  def score(self, sentences, loss_sum, labeled) -> EvalResult:
+    predictions = [(str(s.example.eid), " ".join(self.file_tags(s.predicted, s.n_kept)))
+                   for s in sentences]
+    if not labeled:
+      return EvalResult({}, predictions)
+    counts = spans.total(spans.span_counts([s.gold for s in sentences],
+                                           [s.predicted for s in sentences],
+                                           spans.chunk_spans))
+    precision, recall, f1 = counts.precision_recall_f1()
+    # Official quirk: its scorer adds each loss twice before dividing by
+    # the number of words.
+    n_words = sum(s.n_kept for s in sentences)
+    return EvalResult({"precision": 100.0 * precision, "recall": 100.0 * recall,
+                       "f1": 100.0 * f1, "loss": 2.0 * loss_sum / max(1, n_words)},
+                      predictions)
+
+
+class NER(TaggingTask):
+  """Named-entity recognition on CoNLL-2003-format files.
+
+  The files are written in hparam `tagging_scheme` (IOB1, IOB2 or BIOES);
+  every tag of train, dev and test must use that scheme's prefixes, and the
+  entity types are those of the training file (a dev or test tag of another
+  type is an error).  Spans are read by the conlleval rule (spans.LENIENT).
+  A sentence keeps the words whose pieces fit max_seq_length; the words cut
+  are predicted O.  Scores over whole sentences against the file's tags,
+  as seqeval computes them: precision, recall, f1 (default mode) and
+  strict_precision, strict_recall, strict_f1 (strict mode with the file's
+  scheme), micro-averaged over types, and per type in the `entities` table;
+  the eval loss is the mean over the kept words.  Defaults to
+  do_lower_case false (a cased vocab).
+  """
+  help = "named-entity recognition (CoNLL-2003 format; entity F1 as seqeval)"
+  serves_entities = True
+  single_task_defaults = {"do_lower_case": False}
+
+  def __init__(self, config, tokenizer, name: str = "ner"):
+    super().__init__(config, name, tokenizer, config.tagging_scheme)
+    self._sentences: Dict[str, List[readers.ConllSentence]] = {}
+
+  def sentences(self, split: str) -> List[readers.ConllSentence]:
+    """As TaggingTask.sentences, each tag checked against file_scheme and
+    (but on train) the training file's types; ValueError with file:line."""
+    if split not in self._sentences:
+      path = self.data_path(split)
+      sentences = super().sentences(split)
+      types = None if split == "train" else self.entity_types()
+      for sentence in sentences:
+        for tag, line_number in zip(sentence.tags, sentence.line_numbers):
+          try:
+            spans.check_scheme_tags([tag], self.file_scheme)
+          except ValueError as e:
+            raise ValueError(f"{path}:{line_number}: {e} (hparam tagging_scheme "
+                             f"{self.file_scheme})") from None
+          if types is not None and tag != spans.OUTSIDE and spans.type_of(tag) not in types:
+            raise ValueError(
+                f"{path}:{line_number}: entity type {spans.type_of(tag)!r} does not "
+                f"occur in {self.data_path('train')} (types: {', '.join(types)})")
+      self._sentences[split] = sentences
+    return self._sentences[split]
+
+  def entity_types(self) -> List[str]:
+    """The sorted entity types of the training file."""
+    return sorted({spans.type_of(tag) for sentence in self.sentences("train")
+                   for tag in sentence.tags if tag != spans.OUTSIDE})
+
+  def label_tags(self) -> List[str]:
+    return [spans.OUTSIDE] + [f"{prefix}-{entity_type}"
+                              for entity_type in self.entity_types()
+                              for prefix in LABEL_SCHEME if prefix != spans.OUTSIDE]
+
+  def score(self, sentences, loss_sum, labeled) -> EvalResult:
+    predicted = [self.file_tags(s.predicted, len(s.example.words)) for s in sentences]
+    predictions = [(str(s.example.eid), " ".join(tags))
+                   for s, tags in zip(sentences, predicted)]
+    if not labeled:
+      return EvalResult({}, predictions)
+    gold = [list(s.example.file_tags) for s in sentences]
+    metrics, tables = {}, {}
+    rows = ["mode\ttype\tprecision\trecall\tf1\tgold\tpredicted\tcorrect"]
+    for mode, strict in (("", False), ("strict_", True)):
+      counts = spans.entity_counts(gold, predicted, self.file_scheme, strict)
+      for entity_type, type_counts in [("ALL", spans.total(counts))] + list(counts.items()):
+        scores = [100.0 * v for v in type_counts.precision_recall_f1()]
+        if entity_type == "ALL":
+          metrics.update(dict(zip((mode + "precision", mode + "recall", mode + "f1"),
+                                  scores)))
+        rows.append("\t".join([mode.rstrip("_") or "default", entity_type] +
+                              [f"{v:.2f}" for v in scores] +
+                              [str(type_counts.n_gold), str(type_counts.n_predicted),
+                               str(type_counts.n_correct)]))
+    tables["entities"] = "\n".join(rows) + "\n"
+    metrics["loss"] = loss_sum / max(1, sum(s.n_kept for s in sentences))
+    return EvalResult(metrics, predictions, tables=tables)
 
 
 class TaggingHead(TaskHead):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -69,6 +69,8 @@ class EvalResult:
                    best non-empty one, before the no-answer threshold)
   qa_null_odds     SQuAD 2.0: question id -> null score minus the best
                    answer's score (the answerable logit with the classifier)
+  tables           name -> the text of a tab-separated table written to
+                   results/<task>_<split>_<name>.tsv (ner: per-type scores)
   """
   metrics: Dict[str, float]
   predictions: List[Tuple[str, str]]
@@ -76,6 +78,7 @@ class EvalResult:
   example_outputs: Optional[Dict[int, np.ndarray]] = None
   qa_preds: Optional[Dict[str, str]] = None
   qa_null_odds: Optional[Dict[str, float]] = None
+  tables: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class TaskHead(keras.layers.Layer):
@@ -105,7 +108,25 @@ def dense(units: int, name: str, activation=None) -> keras.layers.Dense:
 
 
 class Task(abc.ABC):
-  """One fine-tuning task (official finetune/task.py)."""
+  """One fine-tuning task (official finetune/task.py).
+
+  What the job asks of a task class before building one (the registry,
+  finetune/config.py TASKS, names the class):
+    help                  one line for the --task_names help
+    single_task_defaults  hparams the task sets when it is the only task
+                          (between the defaults and the user's values)
+    check_config(config)  ConfigError when the hparams cannot serve it
+    sentence_examples     each example is a text (or a text pair), which
+                          `example_text` gives as one line (not span QA)
+  """
+  help: ClassVar[str] = ""
+  single_task_defaults: ClassVar[Mapping[str, Any]] = {}
+  sentence_examples: ClassVar[bool] = False
+
+  @classmethod
+  def check_config(cls, config: FinetuningConfig) -> None:
+    """Raises ConfigError naming the hparam when `config` cannot serve the
+    task (nothing to check by default)."""
 
   def __init__(self, config: FinetuningConfig, name: str, tokenizer):
     self.config = config
@@ -143,6 +164,17 @@ class Task(abc.ABC):
   def evaluate(self, examples: Sequence[Any], features: Features,
                outputs: Mapping[str, np.ndarray], split: str) -> EvalResult:
     """Metrics (labeled splits) and predictions from the head outputs."""
+
+  def example_text(self, example: Any) -> str:
+    """The text of an example as one line (tasks with sentence_examples)."""
+    raise TypeError(f"task {self.name}: its examples are not sentences")
+
+  def serving_functions(self, model, text_encoder):
+    """(serve, serve_text) of this task's SavedModel (finetune/export.py):
+    `serve` takes the ids, `serve_text` raw strings (None when text_encoder
+    is None).  model: the FinetuningModel; text_encoder: a
+    serving_text.TextEncoder or None."""
+    raise TypeError(f"task {self.name}: {type(self).__name__} has no export")
 
   # ------------------------------------------------------------- helpers
   def shared_feature_specs(self) -> Dict[str, FeatureSpec]:

@@ -1,21 +1,12 @@
-"""Tasks by their official names (official finetune/task_builder.py); the
-registry itself is `TASKS` in finetune/config.py."""
+"""Tasks by their names (official finetune/task_builder.py); the registry
+itself is `TASKS` in finetune/config.py, whose `task_class` imports a class."""
 
 from __future__ import annotations
 
-import importlib
-from typing import List, Type
+from typing import List
 
-from electra_tf.finetune.config import TASKS, ConfigError, FinetuningConfig
+from electra_tf.finetune.config import ConfigError, FinetuningConfig, task_class
 from electra_tf.finetune.task import Task
-
-
-def task_class(name: str) -> Type[Task]:
-  """The Task subclass registered as `name`."""
-  if name not in TASKS:
-    raise ConfigError(f"Unknown task {name!r}; known: {', '.join(TASKS)}")
-  module, cls = TASKS[name].split(".")
-  return getattr(importlib.import_module(f"electra_tf.finetune.{module}"), cls)
 
 
 def get_task(name: str, config: FinetuningConfig, tokenizer) -> Task:

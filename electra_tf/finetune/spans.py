@@ -1,0 +1,334 @@
+"""Tag sequences and the spans they mark: decoders, encoders and entity scores.
+
+Pure Python (no TensorFlow; metrics.py gives the precision/recall/F1 formula): the task scorers, the readers and the tests call
+it, and the serving graphs apply its rules through the tables at the end.
+
+A tag is "O" or PREFIX-TYPE with PREFIX one of B, I, E, S; a span is
+(start, end, type) over word indices, `end` inclusive.  A tagging scheme is
+how spans are written as tags (SCHEMES):
+
+  IOB1   every word of a span I-TYPE, except the first word of a span that
+         directly follows a span of the same type: B-TYPE (the original
+         CoNLL-2003 files)
+  IOB2   (also "BIO") the first word B-TYPE, the others I-TYPE (CoNLL-2000)
+  BIOES  B- first, I- inside, E- last, S- a one-word span (the labels the
+         official tagging model predicts)
+
+Decoders (tags -> spans), for well-formed input all the same; they differ on
+ill-formed sequences (an I- after O, an I- of another type, a B- without E-):
+
+  LENIENT   the conlleval rule, the default mode of seqeval (`entity_spans`):
+            reads every scheme at once; a span starts at B-/S-, at any tag
+            after O, E- or S-, and where the type changes, and ends before
+            the next start or O
+  CHUNK     the official ELECTRA tagging_utils rule, kept for `chunk`
+            (`chunk_spans`): a span starts at B-/S- or after O and ends
+            before the next B-/S-/O; E- does not close it and a type change
+            does not split it; the span takes the type of its last tag
+  strict    seqeval's strict mode with a scheme (`strict_entity_spans`): a
+            span must start, continue and end as the scheme writes spans;
+            anything else is dropped (e.g. I- after O in IOB2, B- without
+            E- in BIOES)
+
+LENIENT and CHUNK are boundary rules: whether a span ends before word i and
+whether one starts at word i depend only on the tags of words i-1 and i ("O"
+before the first word and after the last).  `boundary_tables` tabulates such
+a rule over a label list, and `prefix_table` the encoders, so that the
+serving graphs (finetune/tagging_export.py) apply these rules, not copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+from electra_tf.finetune import metrics
+
+Span = Tuple[int, int, str]
+OUTSIDE = "O"
+SCHEMES = ("IOB1", "IOB2", "BIOES")
+_SCHEME_ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}
+# The prefixes a file written in each scheme may hold.
+ALLOWED_PREFIXES = {"IOB1": "BI", "IOB2": "BI", "BIOES": "BIES"}
+
+
+def canonical_scheme(scheme: str) -> str:
+  """`scheme` as one of SCHEMES ("BIO" is IOB2, "IOBES" BIOES); else ValueError."""
+  name = _SCHEME_ALIASES.get(scheme.upper(), scheme.upper())
+  if name not in SCHEMES:
+    raise ValueError(f"unknown tagging scheme {scheme!r}; known: "
+                     f"{', '.join(SCHEMES)} (BIO = IOB2)")
+  return name
+
+
+def prefix_of(tag: str) -> str:
+  """"O" for O, else the letter before the first "-"."""
+  return OUTSIDE if tag == OUTSIDE else tag.split("-", 1)[0]
+
+
+def type_of(tag: str) -> str:
+  """The type after the first "-" ("" for O)."""
+  return "" if tag == OUTSIDE else tag.split("-", 1)[1]
+
+
+# ------------------------------------------------------------ boundary rules
+@dataclasses.dataclass(frozen=True)
+class BoundaryRule:
+  """closes(prev, tag): a span ends at the word before `tag`;
+  opens(prev, tag): a span starts at `tag`.  For every pair, closes with a
+  non-O tag implies opens, and a non-O tag that does not open continues the
+  span of the previous (non-O) word."""
+  name: str
+  closes: Callable[[str, str], bool]
+  opens: Callable[[str, str], bool]
+
+
+def _lenient_closes(prev: str, tag: str) -> bool:
+  if prev == OUTSIDE:
+    return False
+  return (prefix_of(prev) in "ES" or tag == OUTSIDE or prefix_of(tag) in "BS"
+          or type_of(prev) != type_of(tag))
+
+
+def _lenient_opens(prev: str, tag: str) -> bool:
+  if tag == OUTSIDE:
+    return False
+  return (prefix_of(tag) in "BS" or prev == OUTSIDE or prefix_of(prev) in "ES"
+          or type_of(prev) != type_of(tag))
+
+
+def _chunk_closes(prev: str, tag: str) -> bool:
+  return prev != OUTSIDE and (tag == OUTSIDE or prefix_of(tag) in "BS")
+
+
+def _chunk_opens(prev: str, tag: str) -> bool:
+  return tag != OUTSIDE and (prefix_of(tag) in "BS" or prev == OUTSIDE)
+
+
+LENIENT = BoundaryRule("lenient", _lenient_closes, _lenient_opens)
+CHUNK = BoundaryRule("chunk", _chunk_closes, _chunk_opens)
+
+
+def decode(tags: Sequence[str], rule: BoundaryRule) -> List[Span]:
+  """The spans `rule` reads in `tags`, in order; each takes the type of its
+  last tag (under LENIENT all its tags have one type)."""
+  spans = []
+  start = 0
+  for i, tag in enumerate(list(tags) + [OUTSIDE]):
+    prev = tags[i - 1] if i else OUTSIDE
+    if rule.closes(prev, tag):
+      spans.append((start, i - 1, type_of(prev)))
+    if rule.opens(prev, tag):
+      start = i
+  return spans
+
+
+def entity_spans(tags: Sequence[str]) -> List[Span]:
+  """Spans as conlleval and seqeval's default mode read them (any scheme)."""
+  return decode(tags, LENIENT)
+
+
+def chunk_spans(tags: Sequence[str]) -> List[Span]:
+  """Spans as the official chunking scorer reads them (CHUNK rule)."""
+  return decode(tags, CHUNK)
+
+
+# ----------------------------------------------------------- strict decoding
+def _same_type(prev: str, tag: str) -> bool:
+  return type_of(prev) == type_of(tag)
+
+
+def _iob1_starts(prev: str, tag: str) -> bool:
+  p, t = prefix_of(prev), prefix_of(tag)
+  if t == "I":
+    return p in "OB" or (p == "I" and not _same_type(prev, tag))
+  return t == "B" and p in "IB" and _same_type(prev, tag)
+
+
+def _iob1_ends(prev: str, tag: str) -> bool:
+  p, t = prefix_of(prev), prefix_of(tag)
+  if p == "I":
+    return t in "OB" or not _same_type(prev, tag)
+  if p == "B":
+    return t == "O" or (t == "I") != _same_type(prev, tag)
+  return False
+
+
+def _iob_continues(prev: str, tag: str) -> bool:
+  return prefix_of(prev) in "BI" and prefix_of(tag) == "I" and _same_type(prev, tag)
+
+
+def _iob2_ends(prev: str, tag: str) -> bool:
+  p, t = prefix_of(prev), prefix_of(tag)
+  return p in "BI" and (t in "OB" or (t == "I" and not _same_type(prev, tag)))
+
+
+def _bioes_continues(prev: str, tag: str) -> bool:
+  return (prefix_of(prev) in "BI" and prefix_of(tag) in "IE"
+          and _same_type(prev, tag))
+
+
+@dataclasses.dataclass(frozen=True)
+class StrictRule:
+  """How a scheme writes a span, tag pair by tag pair: `starts(prev, tag)`
+  (a span begins at tag), `continues(prev, tag)` (tag extends the span whose
+  last word is prev) and `ends(last, next)` (a span whose last tag is `last`
+  is complete when `next` follows)."""
+  starts: Callable[[str, str], bool]
+  continues: Callable[[str, str], bool]
+  ends: Callable[[str, str], bool]
+
+
+STRICT_RULES = {
+    "IOB1": StrictRule(_iob1_starts, _iob_continues, _iob1_ends),
+    "IOB2": StrictRule(lambda prev, tag: prefix_of(tag) == "B",
+                       _iob_continues, _iob2_ends),
+    "BIOES": StrictRule(lambda prev, tag: prefix_of(tag) in "BS",
+                        _bioes_continues,
+                        lambda last, tag: prefix_of(last) in "ES"),
+}
+
+
+def check_scheme_tags(tags: Iterable[str], scheme: str) -> None:
+  """ValueError naming the first tag whose prefix `scheme` does not use."""
+  allowed = ALLOWED_PREFIXES[canonical_scheme(scheme)]
+  for tag in tags:
+    if tag != OUTSIDE and prefix_of(tag) not in allowed:
+      raise ValueError(f"tag {tag!r} is not an {canonical_scheme(scheme)} tag "
+                       f"(prefixes {', '.join(allowed)})")
+
+
+def strict_entity_spans(tags: Sequence[str], scheme: str) -> List[Span]:
+  """Spans as seqeval's strict mode reads them with `scheme`.
+
+  Scanning left to right: a span begins where `starts(previous tag, tag)`,
+  takes the following tags while they `continue` it, and counts only if its
+  last tag `ends` before the tag after it ("O" after the sentence); either
+  way the scan goes on from that tag.  ValueError on a prefix the scheme
+  does not use.
+  """
+  scheme = canonical_scheme(scheme)
+  check_scheme_tags(tags, scheme)
+  rule = STRICT_RULES[scheme]
+  padded = list(tags) + [OUTSIDE]
+  spans = []
+  i = 0
+  while i < len(padded):
+    prev = padded[i - 1] if i else OUTSIDE
+    if rule.starts(prev, padded[i]):
+      after = i + 1
+      while after < len(padded) and rule.continues(padded[after - 1], padded[after]):
+        after += 1
+      if rule.ends(padded[after - 1], padded[after]):
+        spans.append((i, after - 1, type_of(padded[i])))
+      i = after
+    else:
+      i += 1
+  return spans
+
+
+# ------------------------------------------------------------------ encoding
+def span_prefix(scheme: str, first: bool, last: bool,
+                follows_same_type: bool) -> str:
+  """The prefix `scheme` writes on a word of a span: first / last word of
+  it, and whether the span directly follows a span of its type."""
+  scheme = canonical_scheme(scheme)
+  if scheme == "IOB1":
+    return "B" if first and follows_same_type else "I"
+  if scheme == "IOB2":
+    return "B" if first else "I"
+  if first:
+    return "S" if last else "B"
+  return "E" if last else "I"
+
+
+def encode(spans: Iterable[Span], length: int, scheme: str) -> List[str]:
+  """The tags of `length` words holding non-overlapping `spans`."""
+  tags = [OUTSIDE] * length
+  previous_end, previous_type = -2, None
+  for start, end, span_type in sorted(spans):
+    follows = previous_end == start - 1 and previous_type == span_type
+    for i in range(start, end + 1):
+      tags[i] = span_prefix(scheme, i == start, i == end, follows) + "-" + span_type
+    previous_end, previous_type = end, span_type
+  return tags
+
+
+def convert(tags: Sequence[str], scheme: str) -> List[str]:
+  """`tags` (any scheme, read by LENIENT) rewritten in `scheme`."""
+  return encode(entity_spans(tags), len(tags), scheme)
+
+
+# -------------------------------------------------------------------- scores
+@dataclasses.dataclass(frozen=True)
+class Counts:
+  """Spans of one type (or all): gold, predicted and both."""
+  n_gold: int = 0
+  n_predicted: int = 0
+  n_correct: int = 0
+
+  def __add__(self, other: "Counts") -> "Counts":
+    return Counts(self.n_gold + other.n_gold, self.n_predicted + other.n_predicted,
+                  self.n_correct + other.n_correct)
+
+  def precision_recall_f1(self) -> Tuple[float, float, float]:
+    """Fractions; all 0 when nothing is correct (seqeval's default
+    zero_division gives the same, with a warning)."""
+    return metrics.precision_recall_f1(self.n_correct, self.n_predicted, self.n_gold)
+
+
+def span_counts(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
+                spans_of: Callable[[Sequence[str]], List[Span]]
+                ) -> Dict[str, Counts]:
+  """Counts per type over sentences of gold and predicted tags, each read
+  by `spans_of` (e.g. entity_spans); a span is correct when both have it."""
+  counts: Dict[str, Counts] = {}
+  gold, predicted = list(gold), list(predicted)
+  if len(gold) != len(predicted):
+    raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
+  for gold_tags, predicted_tags in zip(gold, predicted):
+    if len(gold_tags) != len(predicted_tags):
+      raise ValueError(f"a sentence has {len(gold_tags)} gold tags and "
+                       f"{len(predicted_tags)} predicted ones")
+    gold_spans, predicted_spans = set(spans_of(gold_tags)), set(spans_of(predicted_tags))
+    for spans, field in ((gold_spans, 0), (predicted_spans, 1),
+                         (gold_spans & predicted_spans, 2)):
+      for _, _, span_type in spans:
+        values = [0, 0, 0]
+        values[field] = 1
+        counts[span_type] = counts.get(span_type, Counts()) + Counts(*values)
+  return dict(sorted(counts.items()))
+
+
+def total(counts: Mapping[str, Counts]) -> Counts:
+  """All types together (micro average)."""
+  return sum(counts.values(), Counts())
+
+
+def entity_counts(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
+                  scheme: str, strict: bool) -> Dict[str, Counts]:
+  """Per-type counts as seqeval counts them: default mode (`strict` False,
+  any scheme) or strict mode with `scheme`."""
+  if strict:
+    scheme = canonical_scheme(scheme)
+    return span_counts(gold, predicted,
+                       lambda tags: strict_entity_spans(tags, scheme))
+  return span_counts(gold, predicted, entity_spans)
+
+
+# ---------------------------------------------------- tables for the graphs
+def boundary_tables(labels: Sequence[str], rule: BoundaryRule
+                    ) -> Tuple[List[List[bool]], List[List[bool]]]:
+  """`rule` over label ids: closes[p][c] and opens[p][c] for the labels p, c
+  of two neighbouring words, where id len(labels) stands for the "O" before
+  the first word and after the last.  Both are (C+1) x (C+1) for C labels."""
+  names = list(labels) + [OUTSIDE]
+  return ([[rule.closes(p, c) for c in names] for p in names],
+          [[rule.opens(p, c) for c in names] for p in names])
+
+
+def prefix_table(scheme: str) -> List[str]:
+  """span_prefix of `scheme` for the 8 cases, indexed by
+  4 * first + 2 * last + follows_same_type."""
+  return [span_prefix(scheme, bool(i & 4), bool(i & 2), bool(i & 1))
+          for i in range(8)]

@@ -1,0 +1,261 @@
+"""Serving functions of the tagging tasks (finetune/tagging.py).
+
+`serving_default` (ids), every tagging task: int32 `input_ids`, `input_mask`,
+`segment_ids` [batch, seq] and `labeled_positions` [batch, words] (the
+position of each word's first piece) -> `logits` [batch, words, labels]
+float32 and `predictions` [batch, words] int32 (ids of the task's BIOES
+labels, in label order).
+
+`text`: tf.string `text` [batch] in, featurized in the graph as the task's
+featurizer does (its max_seq_length and way of cutting a sentence):
+
+  chunk: words are separated by whitespace ->
+    words [batch, words] string, tags [batch, words] string (the IOB2 chunk
+    tag of each word, as the predictions file; "" for padding and for the
+    words cut when the sentence exceeds max_seq_length, as the featurizer
+    cuts them), logits [batch, words, labels] float32 (0 where no tag).
+  ner (raw text): words are split as BERT's basic tokenizer splits text
+    (whitespace separates words; each punctuation or CJK character is a
+    word) ->
+    words [batch, words] string (as the text holds them), tags [batch,
+    words] string (each word's tag in the task's file scheme, as the
+    predictions file; the words cut at max_seq_length are O; "" pads),
+    entity_type, entity_text [batch, entities] string,
+    entity_start, entity_end [batch, entities] int64: character (code point)
+    offsets, text[start:end] is the entity, from its first word's first
+    character to its last word's last,
+    entity_score [batch, entities] float32: the mean over the entity's words
+    of the predicted tag's softmax probability.
+    Entities are in text order; padding "", -1, -1, 0.
+
+The predicted tags are read as spans by the task's rule (spans.LENIENT for
+ner, spans.CHUNK for chunk) and written in its file scheme through the
+tables of finetune/spans.py (`boundary_tables`, `prefix_table`), so the graph
+applies the rules the scorer applies.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from electra_tf import serving
+from electra_tf import serving_text
+from electra_tf.finetune import export
+from electra_tf.finetune import spans
+from electra_tf.finetune import tagging
+
+
+def _ragged_shift(values: tf.Tensor, fill, forward: bool) -> tf.Tensor:
+  """values [n] moved one place (forward: values[i-1] at i) with `fill` in
+  the place left empty."""
+  fill = tf.reshape(tf.cast(fill, values.dtype), [1])
+  if forward:
+    return tf.concat([fill, values], 0)[:-1]
+  return tf.concat([values, fill], 0)[1:]
+
+
+def decode_in_graph(task, label_ids: tf.RaggedTensor) -> Dict[str, tf.Tensor]:
+  """The spans `task.span_rule` reads in predicted labels [B, (words)].
+
+  Returns (n words in all, m spans):
+    tags        [B, (words)] string, the words' tags in task.file_scheme
+    word_span   [n] int64, the span index of each word, -1 outside spans
+    span_first, span_last [m] int64, flat word indices (into label_ids'
+                values) of each span's first and last word
+    span_type   [m] string
+  """
+  labels = task.label_list
+  closes, opens = spans.boundary_tables(labels, task.span_rule)
+  sentinel = len(labels)  # "O" before the first and after the last word
+  ids = label_ids.flat_values
+  positions = tf.range(tf.size(ids, out_type=tf.int64))
+  rows = label_ids.value_rowids()
+  first_in_row = tf.equal(positions, tf.gather(label_ids.row_starts(), rows))
+  last_in_row = tf.equal(positions + 1, tf.gather(label_ids.row_limits(), rows))
+  prev = tf.where(first_in_row, sentinel, _ragged_shift(ids, sentinel, True))
+  following = tf.where(last_in_row, sentinel, _ragged_shift(ids, sentinel, False))
+  opens_here = tf.gather_nd(tf.constant(opens), tf.stack([prev, ids], -1))
+  outside = tf.gather(tf.constant([tag == spans.OUTSIDE for tag in labels]), ids)
+  # A non-O word always belongs to the span opened last (spans.BoundaryRule).
+  last_of_span = ~outside & tf.gather_nd(tf.constant(closes),
+                                         tf.stack([ids, following], -1))
+  span_first = tf.boolean_mask(positions, opens_here)
+  span_last = tf.boolean_mask(positions, last_of_span)
+  span_type = tf.gather(tf.constant([spans.type_of(t) for t in labels]),
+                        tf.gather(ids, span_last))  # the type of its last tag
+  span_index = tf.cumsum(tf.cast(opens_here, tf.int64)) - 1
+  word_span = tf.where(outside, tf.constant(-1, tf.int64), span_index)
+  word_type = tf.gather(tf.concat([span_type, [""]], 0),
+                        tf.where(outside, tf.size(span_type, out_type=tf.int64), span_index))
+  follows_same_type = (opens_here & ~first_in_row & _ragged_shift(last_of_span, False, True)
+                       & tf.equal(_ragged_shift(word_type, "", True), word_type))
+  case = (4 * tf.cast(opens_here, tf.int32) + 2 * tf.cast(last_of_span, tf.int32)
+          + tf.cast(follows_same_type, tf.int32))
+  prefix = tf.gather(tf.constant(spans.prefix_table(task.file_scheme)), case)
+  tags = tf.where(outside, spans.OUTSIDE, tf.strings.join([prefix, word_type], "-"))
+  return {"tags": label_ids.with_flat_values(tags), "word_span": word_span,
+          "span_first": span_first, "span_last": span_last, "span_type": span_type}
+
+
+def tagger_functions(model, task, text_encoder: Optional[serving_text.TextEncoder]
+                     ) -> export.SignatureFunctions:
+  """serve and serve_text of a tagging task (module docstring)."""
+  config = model.encoder.config
+
+  def head_outputs(inputs, labeled_positions, words_mask) -> Dict[str, tf.Tensor]:
+    features = export.model_inputs(inputs)
+    features.update({f"{task.name}_labeled_positions": labeled_positions,
+                     f"{task.name}_labels": tf.zeros_like(labeled_positions),
+                     f"{task.name}_labels_mask": tf.cast(words_mask, tf.float32)})
+    return export.task_outputs(model, task, features)
+
+  @tf.function(input_signature=serving.input_signature() + [
+      tf.TensorSpec([None, None], tf.int32, name="labeled_positions")],
+               autograph=False)
+  def serve(input_ids, input_mask, segment_ids, labeled_positions):
+    inputs = dict(zip(serving.INPUT_NAMES, serving.check_serving_inputs(
+        input_ids, input_mask, segment_ids, config)))
+    checks = [
+        tf.debugging.assert_equal(
+            tf.shape(labeled_positions)[0], tf.shape(input_ids)[0],
+            message="labeled_positions: batch size differs from that of input_ids"),
+        tf.debugging.assert_non_negative(
+            labeled_positions, message="labeled_positions: holds a negative position"),
+        tf.debugging.assert_less(
+            labeled_positions, tf.shape(input_ids)[1],
+            message="labeled_positions: holds a position >= the sequence length")]
+    with tf.control_dependencies(checks):
+      labeled_positions = tf.identity(labeled_positions)
+    outputs = head_outputs(inputs, labeled_positions, tf.ones_like(labeled_positions))
+    return {"logits": outputs["logits"], "predictions": outputs["predictions"]}
+
+  if text_encoder is None:
+    return serve, None
+  if task.serves_entities:
+    return serve, _entity_text_function(task, text_encoder, head_outputs)
+  return serve, _chunk_text_function(task, text_encoder, head_outputs)
+
+
+def _tagged_inputs(task, text_encoder, pieces: tf.RaggedTensor, n_kept: tf.Tensor,
+                   word_begins: tf.RaggedTensor, kept: tf.RaggedTensor,
+                   has_cls: Optional[tf.Tensor] = None):
+  """Model inputs of [CLS] the kept words' pieces [SEP] (chunk: [CLS] only
+  where has_cls) and the labelled positions [B, W] of the kept words."""
+  n_rows = pieces.nrows()
+  cls_rows = tf.ones([n_rows], tf.int64) if has_cls is None else tf.cast(has_cls, tf.int64)
+  tokens = tf.concat([
+      tf.RaggedTensor.from_row_lengths(
+          tf.fill([tf.reduce_sum(cls_rows)], serving_text.CLS_TOKEN), cls_rows),
+      serving_text.ragged_prefix(pieces, n_kept).merge_dims(1, 2),
+      tf.RaggedTensor.from_row_lengths(
+          tf.fill([n_rows], serving_text.SEP_TOKEN), tf.ones([n_rows], tf.int64))],
+      axis=1)
+  inputs = text_encoder.model_inputs(
+      tokens, tf.ones_like(tokens, tf.int32) * task.segment_id, min_length=1)
+  shape = tf.stack([n_rows, kept.bounding_shape(axis=1)])
+  kept_mask = kept.to_tensor(False, shape=shape)
+  labeled_positions = tf.cast(
+      tf.where(kept_mask, word_begins.to_tensor(0, shape=shape), 0), tf.int32)
+  return inputs, labeled_positions, kept_mask, shape
+
+
+def _chunk_text_function(task, text_encoder, head_outputs):
+  max_length = task.config.max_seq_length
+
+  @tf.function(input_signature=[serving_text.text_spec("text")], autograph=False)
+  def serve_text(text):
+    words = tf.strings.split(serving_text.check_utf8(text, "text"))
+    n_words = words.row_lengths()
+    pieces = text_encoder.word_pieces(words)
+    # The featurizer adds [CLS], the words, [SEP] while n_words + 3 + the
+    # tokens so far fits max_seq_length, then ends with [SEP]: [CLS] and the
+    # kept words (a prefix), then one [SEP].
+    word_begins = 1 + serving_text.exclusive_row_cumsum(pieces.row_lengths(axis=2))
+    kept = tf.expand_dims(n_words, 1) + 3 + word_begins <= max_length
+    n_kept = tf.reduce_sum(tf.cast(kept, tf.int64), axis=1)
+    inputs, labeled_positions, kept_mask, shape = _tagged_inputs(
+        task, text_encoder, pieces, n_kept, word_begins, kept,
+        has_cls=n_words + 3 <= max_length)
+    outputs = head_outputs(inputs, labeled_positions, kept_mask)
+    predictions = serving_text.ragged_prefix(
+        tf.RaggedTensor.from_tensor(outputs["predictions"]), n_kept)
+    return {"words": words.to_tensor(""),
+            "tags": decode_in_graph(task, predictions)["tags"].to_tensor("", shape=shape),
+            "logits": tf.where(tf.expand_dims(kept_mask, -1), outputs["logits"], 0.0)}
+
+  return serve_text
+
+
+def _char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTensor:
+  """Byte offsets into each row of text [B] -> code point offsets."""
+  char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")[1]
+  sorted_starts = char_starts.to_tensor(tf.int64.max)
+  dense = byte_offsets.to_tensor(0)
+  counts = tf.searchsorted(sorted_starts, dense, side="left", out_type=tf.int64)
+  return tf.RaggedTensor.from_tensor(counts, lengths=byte_offsets.row_lengths())
+
+
+def _entity_text_function(task, text_encoder, head_outputs):
+  max_length = task.config.max_seq_length
+
+  @tf.function(input_signature=[serving_text.text_spec("text")], autograph=False)
+  def serve_text(text):
+    text = serving_text.check_utf8(text, "text")
+    words, byte_starts, byte_ends = text_encoder.raw_words(text)
+    n_words = words.row_lengths()
+    pieces = text_encoder.word_pieces(words)
+    # A word without pieces (only dropped characters) is [UNK], as the
+    # featurizer makes it.
+    no_piece = tf.equal(pieces.row_lengths(axis=2), 0)
+    pieces = tf.concat([pieces, words.with_flat_values(tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(no_piece.flat_values, tf.int64))],
+                tagging.UNKNOWN_TOKEN),
+        tf.cast(no_piece.flat_values, tf.int64)))], axis=2)
+    piece_counts = pieces.row_lengths(axis=2)
+    word_begins = 1 + serving_text.exclusive_row_cumsum(piece_counts)
+    kept = word_begins + piece_counts + 1 <= max_length  # [CLS] pieces [SEP]
+    n_kept = tf.reduce_sum(tf.cast(kept, tf.int64), axis=1)
+    inputs, labeled_positions, kept_mask, shape = _tagged_inputs(
+        task, text_encoder, pieces, n_kept, word_begins, kept)
+    outputs = head_outputs(inputs, labeled_positions, kept_mask)
+    probabilities = tf.reduce_max(tf.nn.softmax(outputs["logits"], axis=-1), axis=-1)
+    predictions = serving_text.ragged_prefix(
+        tf.RaggedTensor.from_tensor(outputs["predictions"]), n_kept)
+    decoded = decode_in_graph(task, predictions)
+    cut = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(n_words - n_kept)], spans.OUTSIDE), n_words - n_kept)
+    tags = tf.concat([decoded["tags"], cut], axis=1)
+
+    # Entities: flat kept-word indices -> flat indices of all words.
+    all_words = words.with_flat_values(tf.range(tf.size(words.flat_values, out_type=tf.int64)))
+    kept_to_all = serving_text.ragged_prefix(all_words, n_kept).flat_values
+    first = tf.gather(kept_to_all, decoded["span_first"])
+    last = tf.gather(kept_to_all, decoded["span_last"])
+    span_row = tf.gather(words.value_rowids(), first)
+    char_starts = _char_offsets(text, byte_starts).flat_values
+    char_ends = _char_offsets(text, byte_ends).flat_values
+    byte_start = tf.gather(byte_starts.flat_values, first)
+    entity_text = tf.strings.substr(tf.gather(text, span_row), byte_start,
+                                    tf.gather(byte_ends.flat_values, last) - byte_start)
+    word_probabilities = serving_text.ragged_prefix(
+        tf.RaggedTensor.from_tensor(probabilities), n_kept).flat_values
+    in_span = decoded["word_span"] >= 0
+    n_spans = tf.size(decoded["span_type"], out_type=tf.int64)
+    score = tf.math.unsorted_segment_mean(
+        tf.boolean_mask(word_probabilities, in_span),
+        tf.boolean_mask(decoded["word_span"], in_span), n_spans)
+    n_rows = tf.size(text, out_type=tf.int64)
+
+    def per_row(values, pad):
+      return tf.RaggedTensor.from_value_rowids(values, span_row, nrows=n_rows).to_tensor(pad)
+
+    return {"words": words.to_tensor(""), "tags": tags.to_tensor("", shape=shape),
+            "entity_type": per_row(decoded["span_type"], ""),
+            "entity_text": per_row(entity_text, ""),
+            "entity_start": per_row(tf.gather(char_starts, first), -1),
+            "entity_end": per_row(tf.gather(char_ends, last), -1),
+            "entity_score": per_row(score, 0.0)}
+
+  return serve_text
