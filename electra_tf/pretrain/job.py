@@ -187,7 +187,10 @@ class PretrainingJob:
 
     `part` (gradient accumulation) places `batch` in the replica's batch of
     the step: its rows are numbered, and the losses normalised, as in that
-    whole batch; None: `batch` is the whole replica batch.
+    whole batch; None: `batch` is the whole replica batch.  The global loss
+    denominators are `part.global_sums` when the step has summed them over
+    replicas, else they are all-reduced here (eval; not possible inside an
+    XLA-compiled function under MirroredStrategy).
     """
     context = tf.distribute.get_replica_context()
     whole = batch if part is None else part.replica_batch
@@ -204,12 +207,22 @@ class PretrainingJob:
     # with clip_per_replica the replica's own; both over whole batches.
     weight_sums = None
     if not self.config.clip_per_replica:
-      weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                       self.model.loss_weight_sums(whole))
+      weight_sums = part.global_sums if part is not None else None
+      if weight_sums is None:
+        weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                         self.model.loss_weight_sums(whole))
     elif part is not None:
       weight_sums = self.model.loss_weight_sums(whole)
     return self.model(batch, training=training, sample_seed=sample_seeds,
                       loss_denominators=weight_sums)
+
+  @property
+  def replica_sums_fn(self):
+    """The shared step's replica_sums_fn: the loss denominators of a
+    replica's batch (`loss_weight_sums`), which the step sums over replicas
+    outside the XLA-compiled part; None with clip_per_replica (each replica
+    normalises by its own batch)."""
+    return None if self.config.clip_per_replica else self.model.loss_weight_sums
 
   def loss(self, batch, step, part: Optional[train_loop.BatchPart] = None):
     """The shared step's loss_fn: (total loss, logged losses) of one replica
@@ -239,7 +252,8 @@ class PretrainingJob:
     return keys
 
   def make_step_loop(self):
-    return self.trainer.step_loop(self.loss, [name for name, _ in self._loss_keys])
+    return self.trainer.step_loop(self.loss, [name for name, _ in self._loss_keys],
+                                  self.replica_sums_fn)
 
   # --------------------------------------------------------------- train
   def train(self, init_checkpoint: Optional[str] = None,
@@ -277,7 +291,7 @@ class PretrainingJob:
                               save_every=config.save_checkpoints_steps,
                               steps_per_loop=config.iterations_per_loop,
                               batch_size=config.train_batch_size), writer,
-          input_state=input_state)
+          input_state=input_state, replica_sums_fn=self.replica_sums_fn)
     except tf.errors.OpError as e:
       # A corrupt record stops the job before any checkpoint of its step.
       kept = tf.train.latest_checkpoint(checkpoint_dir)
@@ -444,12 +458,17 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         export_dir: Optional[str] = None, export_text: bool = True,
         export_hf: Optional[str] = None, command: str = "") -> Dict[str, float]:
   """The whole job: validate inputs, train, evaluate, export (the ids signature,
-  and the text signature when export_text)."""
-  # Validate every input before anything is written to model_dir.
+  and the text signature when export_text).
+
+  Order: the checks that need no TensorFlow op, then the strategy (the
+  process's first TensorFlow op: `distribution` module docstring), then the
+  checks that read with TensorFlow; nothing is written to model_dir before
+  every check has passed.
+  """
   vocab = load_checked_vocab(config)  # the run's one read of the vocab file
-  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
+  pretrain_data.find_tfrecords(config.pretrain_tfrecords)
   if config.do_eval and config.eval_files != config.pretrain_tfrecords:
-    pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
+    pretrain_data.find_tfrecords(config.eval_files)
   # A rerun replaces the SavedModel an earlier run of the job exported.
   replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
   if export_dir:
@@ -458,6 +477,9 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
     hf.check_exportable(config, "--export_hf")
     checkpoints.check_output_dir(export_hf, "--export_hf")
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
+  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
+  if config.do_eval and config.eval_files != config.pretrain_tfrecords:
+    pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
   job = PretrainingJob(config, strategy, vocab)
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
@@ -473,11 +495,17 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       for path in checkpoints.remove_interrupted_writes(config.model_dir):
         _log(f"Removed {path}, left by an interrupted earlier run")
     results: Dict[str, float] = {}
-    if config.do_train:
-      results["global_step"] = job.train(init_checkpoint)
-    if config.do_eval:
-      _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
-      results = job.evaluate()
+    try:
+      if config.do_train:
+        results["global_step"] = job.train(init_checkpoint)
+      if config.do_eval:
+        _log(f"Evaluating the latest checkpoint on {config.num_eval_steps} batches")
+        results = job.evaluate()
+    except tf.errors.UnavailableError as e:
+      lost = distribution.lost_worker_error(e, strategy)
+      if lost is None:
+        raise
+      raise lost from None
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")
       serving.export_saved_model(
