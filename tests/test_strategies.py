@@ -26,8 +26,13 @@ model weights), must stay under
     docs/performance.md);
   * BFLOAT16_TOLERANCE for bfloat16 runs: activations and matmuls carry 8
     significant bits (relative rounding 2^-9), which shifts the gradients by
-    about a percent, more for the few elements whose gradient is mostly
-    cancellation; the first step's losses must agree to 2%.
+    about a percent, and Adam's update divides each gradient element by its
+    own size, so elements whose gradient is mostly cancellation move by up
+    to a whole update (measured 0.06-0.07 in pre-training on an AVX2 CPU
+    that emulates bfloat16; 0.2 leaves room for other CPUs' kernels); the
+    first step's losses must agree to 2% (measured 7e-5).  A step that
+    normalised by the wrong denominators would change the losses by a
+    factor of the replica count, far outside both.
 """
 
 import itertools
@@ -46,7 +51,7 @@ from tests.conftest import make_pretraining_data_dir
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 FLOAT32_TOLERANCE = 1e-4
-BFLOAT16_TOLERANCE = 0.1
+BFLOAT16_TOLERANCE = 0.2
 BFLOAT16_LOSS_TOLERANCE = 0.02
 
 STRATEGIES = ("mirrored", "one_device")  # mirrored first: see the module docstring
@@ -96,6 +101,10 @@ _RUNNER = textwrap.dedent("""
           status = "traceback"
       with open(os.path.join(directory, "status.json"), "w") as f:
         json.dump(status, f)
+      # Free the combination's models and traced functions before the next.
+      import gc, tf_keras
+      tf_keras.backend.clear_session()
+      gc.collect()
 """)
 
 
