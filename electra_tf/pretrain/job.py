@@ -3,8 +3,10 @@
 `run(config, ...)` checks every input before anything is written, then trains
 (`PretrainingJob.train`), evaluates (`evaluate`) and exports.  One loop serves
 every tf.distribute strategy (`train_loop.Trainer`: the step, checkpoints,
-resume).  The global batch `train_batch_size` is split over replicas; each
-worker reads its own shard of the TFRecords (`distribute_datasets_from_function`).
+resume).  The global batch `train_batch_size` is split over replicas; every worker reads
+the one stream of examples a single process reads and keeps its replicas'
+rows (`_dataset`), so any number of replicas and workers trains on one
+process's batches.
 
 Losses across replicas: every replica divides its summed MLM and
 discriminator losses by the GLOBAL sums of masked_lm_weights and input_mask
@@ -116,20 +118,35 @@ class PretrainingJob:
 
   def _dataset(self, is_training: bool, start_step: int = 0
                ) -> tf.distribute.DistributedDataset:
-    """Masked batches; training skips the examples of `start_step` steps."""
+    """Masked batches; training skips the examples of `start_step` steps.
+
+    Every input pipeline (one per worker) reads the stream one process
+    reads, in per-replica batches, and keeps the batches of its own
+    replicas: global batch s is the stream's examples [s G, (s+1) G) as on
+    one device, replica r (numbered worker by worker) taking rows
+    [r G/R, (r+1) G/R).  So several workers train on exactly one process's
+    batches, at the cost of every worker reading, decoding and masking the
+    whole stream.
+    """
     config = self.config
     global_batch = config.train_batch_size if is_training else config.eval_batch_size
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
       batch_size = context.get_per_replica_batch_size(global_batch)
-      replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
-      return self._pipeline(is_training, batch_size,
-                            start_step * batch_size * replicas_per_pipeline, context)
+      dataset = self._pipeline(is_training, batch_size, start_step * global_batch)
+      if context.num_input_pipelines == 1:
+        return dataset
+      replicas = context.num_replicas_in_sync
+      replicas_per_pipeline = replicas // context.num_input_pipelines
+      return dataset.enumerate().filter(
+          lambda index, batch: (index % replicas) // replicas_per_pipeline ==
+          context.input_pipeline_id).map(lambda index, batch: batch)
 
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-  def _pipeline(self, is_training: bool, batch_size: int, skip_examples: int = 0,
-                context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def _pipeline(self, is_training: bool, batch_size: int, skip_examples: int = 0
+                ) -> tf.data.Dataset:
+    """The one stream of masked batches of `batch_size` (`get_dataset`)."""
     config = self.config
     return pretrain_data.get_dataset(
         config.pretrain_tfrecords if is_training else config.eval_files,
@@ -137,7 +154,7 @@ class PretrainingJob:
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
         mask_prob=config.mask_prob, special=self.special_ids,
-        is_training=is_training, seed=config.seed, input_context=context)
+        is_training=is_training, seed=config.seed)
 
   def _train_input(self, latest: Optional[str], step: int):
     """(iterator of training batches from `step`, its checkpointable state or None).
