@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Optional
 
 import tensorflow as tf
@@ -130,10 +131,15 @@ def lost_worker_error(error: BaseException, strategy: tf.distribute.Strategy
   if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and
           isinstance(error, tf.errors.UnavailableError)):
     return None
+  detail = error_message(error)
+  # TensorFlow names the unhealthy tasks on the lines after the first.
+  tasks = sorted(set(re.findall(r"/job:[^/\s]+/replica:\d+/task:\d+", error.message or "")))
+  missing = [task for task in tasks if task not in detail]
+  if missing:
+    detail = f"{detail} {', '.join(missing)}"
   return TrainingError(
-      "another worker of the cluster stopped or cannot be reached "
-      f"({error_message(error)}); stopped without saving: start every worker's command "
-      "again to resume from the last checkpoint")
+      f"another worker of the cluster stopped or cannot be reached ({detail}); stopped "
+      "without saving: start every worker's command again to resume from the last checkpoint")
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
