@@ -40,7 +40,7 @@ HPARAMS = {
     "generator_hidden_size": 0.5, "max_seq_length": 32, "train_batch_size": 8,
     "num_train_steps": 4, "num_warmup_steps": 0, "learning_rate": 1e-3,
     "save_checkpoints_steps": 2, "log_every": 1}
-TIMEOUT_S = 900  # guards against a hung child only; no outcome depends on it
+TIMEOUT_S = 4 * 3600  # guards against a hung child only; no outcome depends on it
 
 
 def _env(**extra):
