@@ -4,24 +4,71 @@
 MirroredStrategy over all local GPUs, else the one CPU device.
 MultiWorkerMirroredStrategy reads the cluster from the TF_CONFIG environment
 variable (see the README, "Several hosts").
+
+Start-up order: a job creates its strategy (`create_job_strategy`) before any
+other TensorFlow op.  The strategy configures TensorFlow's runtime, which is
+only possible before the first op starts it: MultiWorkerMirroredStrategy sets
+up collective ops and the cluster's coordination service, TPUStrategy
+connects to the TPU cluster and initializes the TPU system (TensorFlow's TPU
+guide: connect, initialize, then create the strategy), and logical devices
+(`CPU_DEVICES_ENV`) are set here too.  Checks of the job's inputs that need
+no TensorFlow op run before it, those that read with TensorFlow right after.
+
+Under MultiWorkerMirroredStrategy a worker that dies (kill -9, a lost host)
+stops sending heartbeats to the coordination service, which aborts the
+other workers' collectives after its heartbeat timeout (about 10 to 20 s
+with TensorFlow's defaults); `lost_worker_error` turns the resulting error
+into one line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Optional
 
 import tensorflow as tf
 
 from electra_tf.config import STRATEGIES, ConfigError
+from electra_tf.errors import TrainingError, error_message
+
+# Test-only switch: split the host CPU into this many logical devices, so that
+# `--strategy=mirrored` runs on several replicas on a machine without GPUs.
+CPU_DEVICES_ENV = "ELECTRA_TF_CPU_DEVICES"
+
+
+def configure_devices() -> None:
+  """Applies CPU_DEVICES_ENV (unset: nothing to do).
+
+  Must run before TensorFlow's first op: logical devices cannot be changed
+  once the runtime has started.  A second call in the same process (a job
+  run twice) finds them configured and does nothing.
+  """
+  value = os.environ.get(CPU_DEVICES_ENV, "")
+  if not value:
+    return
+  if not value.isdigit() or int(value) < 1:
+    raise ConfigError(f"{CPU_DEVICES_ENV}={value!r}: expected a number of logical CPU "
+                      "devices (1 or more)")
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  if len(tf.config.get_logical_device_configuration(cpu) or [None]) == int(value):
+    return
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * int(value))
 
 
 
 def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distribute.Strategy:
-  """Returns the strategy named by `--strategy` (and `--tpu` for TPUs)."""
+  """Returns the strategy named by `--strategy` (and `--tpu` for TPUs).
+
+  Call it before any other TensorFlow op of the process (module docstring).
+  `mirrored` mirrors over every GPU, else over every logical CPU device
+  (several only with CPU_DEVICES_ENV).
+  """
   if name not in STRATEGIES:
     raise ValueError(f"--strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
+  configure_devices()
   if name == "auto":
     if tpu:
       name = "tpu"
@@ -43,7 +90,10 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
                        "environment variable describing the cluster")
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "mirrored":
-    return tf.distribute.MirroredStrategy()
+    if tf.config.list_physical_devices("GPU"):
+      return tf.distribute.MirroredStrategy()
+    return tf.distribute.MirroredStrategy(
+        [device.name for device in tf.config.list_logical_devices("CPU")])
   gpus = tf.config.list_logical_devices("GPU")
   return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
 
@@ -71,6 +121,25 @@ def create_job_strategy(config, strategy_name: str = "auto",
     raise ConfigError(f"hparam num_tpu_cores: {config.num_tpu_cores}, but the "
                       f"TPU has {strategy.num_replicas_in_sync} cores (all are used)")
   return strategy
+
+
+def lost_worker_error(error: BaseException, strategy: tf.distribute.Strategy
+                      ) -> Optional[TrainingError]:
+  """The one-line TrainingError of a collective aborted because another
+  worker of a MultiWorkerMirroredStrategy cluster died or became
+  unreachable; None for any other error or strategy."""
+  if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and
+          isinstance(error, tf.errors.UnavailableError)):
+    return None
+  detail = error_message(error)
+  # TensorFlow names the unhealthy tasks on the lines after the first.
+  tasks = sorted(set(re.findall(r"/job:[^/\s]+/replica:\d+/task:\d+", error.message or "")))
+  missing = [task for task in tasks if task not in detail]
+  if missing:
+    detail = f"{detail} {', '.join(missing)}"
+  return TrainingError(
+      f"another worker of the cluster stopped or cannot be reached ({detail}); stopped "
+      "without saving: start every worker's command again to resume from the last checkpoint")
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -31,6 +31,20 @@ A step is indivisible (checkpoints are written between steps), so a resumed
 run never starts inside an accumulation.  With N = 1 the step is the plain
 one, `part` the whole batch from row 0.
 
+Cross-replica sums the loss needs (the global batch's loss denominators)
+come from an optional `replica_sums_fn(replica_batch)`: the step all-reduces
+it once per step and hands the sum to every loss_fn call as
+`BatchPart.global_sums`.
+
+XLA (`jit_compile`): the step compiles the per-replica part, forward and
+backward over the (micro-)batches, and keeps every cross-replica reduction
+outside the compiled function: the replica_sums_fn all-reduce before it, the
+gradient all-reduce of `apply_gradients` after it.  TensorFlow cannot call a
+cross-replica reduction (a `merge_call`) from a function compiled inside
+`strategy.run` under MirroredStrategy or MultiWorkerMirroredStrategy on CPUs;
+so the same step runs under every strategy.  Under TPUStrategy the whole
+`strategy.run` is compiled by XLA anyway and no inner function is compiled.
+
 `make_step_loop` runs the step for a number of steps inside one tf.function
 (the official iterations_per_loop) and stops at the first faulty step;
 `train_to_end` drives those calls from the restored step to the last one,
@@ -87,13 +101,19 @@ class BatchPart:
     e.g. for loss denominators over all of it.
   first_row: int64 scalar, the row of replica_batch where the micro-batch
     starts (k * B / N for micro-batch k; 0 without accumulation).
+  global_sums: the SUM over all replicas of `replica_sums_fn(replica_batch)`
+    when the step was given a replica_sums_fn (e.g. the global batch's loss
+    denominators), else None.
   """
   replica_batch: Mapping[str, tf.Tensor]
   first_row: tf.Tensor
+  global_sums: Optional[tf.Tensor] = None
 
 
 LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor, BatchPart],
                   Tuple[tf.Tensor, Dict[str, tf.Tensor]]]
+# replica batch -> float32 tensor that the loss needs summed over replicas.
+ReplicaSumsFn = Callable[[Mapping[str, tf.Tensor]], tf.Tensor]
 
 
 # The checkpoint entry of the training input's position (a tf.data iterator).
@@ -280,7 +300,9 @@ class Trainer:
       the dropout masks.
     mixed_precision: None (float32), "bfloat16" or "float16" (with dynamic
       loss scaling); variables stay float32.
-    jit_compile: XLA-compile the per-replica step.
+    jit_compile: XLA-compile the per-replica forward and backward pass
+      (module docstring: cross-replica reductions stay outside; implicit on
+      TPUs).
     gradient_accumulation_steps: micro-batches per replica batch (module
       doc); it must divide the per-replica batch.
 
@@ -312,23 +334,48 @@ class Trainer:
       tracked["optimizer"] = self.optimizer
     self.checkpoint = tf.train.Checkpoint(**tracked)
 
-  def train_step(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor]
-                 ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
-    """One replica's step: (logged scalars, all finite) as `make_step_loop` expects."""
+  def train_step(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
+                 replica_sums_fn: Optional[ReplicaSumsFn] = None,
+                 replica_gradients=None) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """One replica's step: (logged scalars, all finite) as `make_step_loop` expects.
+
+    `replica_gradients` is `self.replica_gradients(loss_fn)` (the step loop
+    builds it once, XLA-compiled with jit_compile); None: built here,
+    uncompiled.
+    """
     step = self.optimizer.iterations
-    replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
-    seed = dropout.step_seed(self.seed, step, replica_id)
-    if self.gradient_accumulation_steps == 1:
-      loss, logged, grads = self._gradients(
-          loss_fn, batch, step, BatchPart(batch, tf.constant(0, tf.int64)), seed)
-    else:
-      loss, logged, grads = self._accumulated_gradients(loss_fn, batch, step, seed)
+    context = tf.distribute.get_replica_context()
+    seed = dropout.step_seed(self.seed, step, context.replica_id_in_sync_group)
+    global_sums = None
+    if replica_sums_fn is not None:
+      global_sums = context.all_reduce(tf.distribute.ReduceOp.SUM, replica_sums_fn(batch))
+    if replica_gradients is None:
+      replica_gradients = self.replica_gradients(loss_fn, compile_xla=False)
+    loss, logged, grads = replica_gradients(batch, tf.identity(step), seed, global_sums)
     variables = self.model.trainable_variables
     finite = all_finite(loss, grads, loss_scaling=self.mixed_precision == "float16")
     # apply_gradients sums the replicas' gradients: each replica's loss is
     # its share of the global loss, so the sum is the global-batch gradient.
     self.optimizer.apply_gradients(zip(grads, variables))
     return logged, finite
+
+  def replica_gradients(self, loss_fn: LossFn, compile_xla: Optional[bool] = None):
+    """(batch, step, dropout seed, global_sums) -> (loss, logged, true-scale
+    gradients) of one replica's batch, with no cross-replica op: plain or
+    accumulated over micro-batches.  compile_xla (default: jit_compile, except
+    under TPUStrategy, which compiles the whole step) wraps it in a
+    tf.function(jit_compile=True)."""
+
+    def gradients(batch, step, seed, global_sums):
+      if self.gradient_accumulation_steps == 1:
+        return self._gradients(
+            loss_fn, batch, step,
+            BatchPart(batch, tf.constant(0, tf.int64), global_sums), seed)
+      return self._accumulated_gradients(loss_fn, batch, step, seed, global_sums)
+
+    if compile_xla is None:
+      compile_xla = self.jit_compile and not isinstance(self.strategy, tf.distribute.TPUStrategy)
+    return tf.function(gradients, jit_compile=True) if compile_xla else gradients
 
   def _gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor], step: tf.Tensor,
                  part: BatchPart, seed: tf.Tensor):
@@ -340,7 +387,8 @@ class Trainer:
     return loss, logged, unscale_gradients(self.optimizer, grads)
 
   def _accumulated_gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
-                             step: tf.Tensor, seed: tf.Tensor):
+                             step: tf.Tensor, seed: tf.Tensor,
+                             global_sums: Optional[tf.Tensor] = None):
     """(loss, logged, gradients) summed over the N micro-batches of `batch`.
 
     Micro-batch k is rows [k B/N, (k+1) B/N) with dropout seed
@@ -360,7 +408,7 @@ class Trainer:
 
     def micro_step(k):
       micro_batch = {key: value[k] for key, value in parts.items()}
-      part = BatchPart(batch, tf.cast(k, tf.int64) * tf.cast(micro, tf.int64))
+      part = BatchPart(batch, tf.cast(k, tf.int64) * tf.cast(micro, tf.int64), global_sums)
       loss, logged, grads = self._gradients(
           loss_fn, micro_batch, step, part,
           tf.random.experimental.stateless_fold_in(seed, tf.cast(k, tf.int64)))
@@ -385,11 +433,12 @@ class Trainer:
       grads[i] = total
     return loss, logged, grads
 
-  def step_loop(self, loss_fn: LossFn, loss_names: Sequence[str]):
-    """`make_step_loop` of this trainer's step with `loss_fn`."""
-    step_fn = functools.partial(self.train_step, loss_fn)
-    if self.jit_compile:
-      step_fn = tf.function(step_fn, jit_compile=True)
+  def step_loop(self, loss_fn: LossFn, loss_names: Sequence[str],
+                replica_sums_fn: Optional[ReplicaSumsFn] = None):
+    """`make_step_loop` of this trainer's step with `loss_fn` (and
+    `replica_sums_fn`, see BatchPart)."""
+    step_fn = functools.partial(self.train_step, loss_fn, replica_sums_fn=replica_sums_fn,
+                                replica_gradients=self.replica_gradients(loss_fn))
     return make_step_loop(self.strategy, step_fn, loss_names, self.optimizer.iterations)
 
   def restore_latest(self, directory: str) -> Optional[str]:
@@ -406,7 +455,8 @@ class Trainer:
 
   def train(self, loss_fn: LossFn, loss_names: Sequence[str], iterator,
             directory: str, keep_checkpoints: int, schedule: "Schedule", writer,
-            fault_context: str = "", input_state=None) -> int:
+            fault_context: str = "", input_state=None,
+            replica_sums_fn: Optional[ReplicaSumsFn] = None) -> int:
     """Trains from the optimizer's step to schedule.total_steps, saving
     `ckpt-<step>` checkpoints in `directory` (`train_to_end`); returns the step.
 
@@ -421,8 +471,8 @@ class Trainer:
       checkpoint.save_counter.assign(self.checkpoint.save_counter)
     manager = checkpoints.training_checkpoint_manager(
         checkpoint, directory, keep_checkpoints, self.optimizer.iterations)
-    return train_to_end(self.step_loop(loss_fn, loss_names), iterator, self.optimizer,
-                        manager, schedule, writer, fault_context)
+    return train_to_end(self.step_loop(loss_fn, loss_names, replica_sums_fn), iterator,
+                        self.optimizer, manager, schedule, writer, fault_context)
 
 
 # ------------------------------------------------------------ the loop

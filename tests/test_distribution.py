@@ -28,3 +28,36 @@ def test_without_tpu_hparams_the_flag_decides():
   assert strategy.num_replicas_in_sync == 1
   with pytest.raises(ValueError, match="--strategy: 'gpu' is not one of"):
     distribution.create_strategy("gpu")
+
+
+def test_cpu_devices_switch_refuses_a_bad_value(monkeypatch):
+  monkeypatch.setenv(distribution.CPU_DEVICES_ENV, "two")
+  with pytest.raises(ValueError, match="ELECTRA_TF_CPU_DEVICES='two': expected a number"):
+    distribution.create_strategy("mirrored")
+
+
+def test_lost_worker_error_is_only_for_multi_worker_clusters():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  one_device = distribution.create_strategy("one_device")
+  unavailable = tf.errors.UnavailableError(None, None, "Collective ops is aborted by: peer down")
+  assert distribution.lost_worker_error(unavailable, one_device) is None
+
+
+def test_lost_worker_error_names_the_unhealthy_task(monkeypatch):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  class FakeMultiWorker:  # a MultiWorkerMirroredStrategy needs a cluster
+    pass
+
+  monkeypatch.setattr(distribution.tf.distribute, "MultiWorkerMirroredStrategy", FakeMultiWorker)
+  error = tf.errors.UnavailableError(None, None, (
+      "Collective ops is aborted by: Error reported from /job:worker/task:1: The following "
+      "tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
+      "The tasks have crashed."))
+  assert str(distribution.lost_worker_error(error, FakeMultiWorker())) == (
+      "another worker of the cluster stopped or cannot be reached (Collective ops is aborted "
+      "by: Error reported from /job:worker/task:1: The following tasks are unhealthy (stopped "
+      "sending heartbeats): /job:worker/replica:0/task:1); stopped without saving: start every "
+      "worker's command again to resume from the last checkpoint")
+  assert distribution.lost_worker_error(tf.errors.InternalError(None, None, "x"),
+                                        FakeMultiWorker()) is None

@@ -37,6 +37,8 @@ def readme_commands(text: str):
       line = line.split("  #")[0].strip()
       for part in line.split("&&"):
         argv = shlex.split(part.strip())
+        while argv and re.match(r"[A-Z_]+=", argv[0]):  # VAR=value python ...
+          argv.pop(0)
         if argv and argv[0] in ("python", "python3") and argv[1:3] != ["-m", "pytest"]:
           commands.append((argv[1:], part.strip()))
   return commands

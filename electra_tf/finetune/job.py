@@ -430,14 +430,16 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         export_dir: Optional[str] = None,
         export_text: bool = True) -> List[Dict[str, Dict[str, float]]]:
   """The whole job (module docstring); returns the results of every trial.
-  Exports get the text signature beside the ids one when export_text."""
+  Exports get the text signature beside the ids one when export_text.
+
+  Fine-tuning runs on one host (as official): `--strategy=multi_worker_mirrored`
+  is refused."""
   if not (config.do_train or config.do_eval or export_dir):
     raise ConfigError("hparams do_train and do_eval are both false and there "
                       "is no --export_dir: nothing to do")
   if strategy_name == "multi_worker_mirrored":
     raise ConfigError("--strategy: multi_worker_mirrored is for pre-training; "
                       "fine-tuning runs on one host")
-  strategy = distribution.create_job_strategy(config, strategy_name, tpu)
   tokenizer = load_tokenizer(config)
   tasks = task_builder.get_tasks(config, tokenizer)
   init_checkpoint = initial_checkpoint(config)
@@ -451,6 +453,9 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         raise ConfigError(f"do_train=false: {trial_dir(config, trial)} holds no "
                           "checkpoint to evaluate or export")
 
+  # The process's first TensorFlow op (`distribution` module docstring):
+  # the checks above use none, those below may.
+  strategy = distribution.create_job_strategy(config, strategy_name, tpu)
   # Read every split first: a malformed file stops the job here.
   eval_data: Dict[str, Dict[str, SplitData]] = {}
   test_data: Dict[str, Dict[str, SplitData]] = {}

@@ -3,8 +3,10 @@
 `run(config, ...)` checks every input before anything is written, then trains
 (`PretrainingJob.train`), evaluates (`evaluate`) and exports.  One loop serves
 every tf.distribute strategy (`train_loop.Trainer`: the step, checkpoints,
-resume).  The global batch `train_batch_size` is split over replicas; each
-worker reads its own shard of the TFRecords (`distribute_datasets_from_function`).
+resume).  The global batch `train_batch_size` is split over replicas; every worker reads
+the one stream of examples a single process reads and keeps its replicas'
+rows (`_dataset`), so any number of replicas and workers trains on one
+process's batches.
 
 Losses across replicas: every replica divides its summed MLM and
 discriminator losses by the GLOBAL sums of masked_lm_weights and input_mask
@@ -123,20 +125,35 @@ class PretrainingJob:
 
   def _dataset(self, is_training: bool, start_step: int = 0
                ) -> tf.distribute.DistributedDataset:
-    """Masked batches; training skips the examples of `start_step` steps."""
+    """Masked batches; training skips the examples of `start_step` steps.
+
+    Every input pipeline (one per worker) reads the stream one process
+    reads, in per-replica batches, and keeps the batches of its own
+    replicas: global batch s is the stream's examples [s G, (s+1) G) as on
+    one device, replica r (numbered worker by worker) taking rows
+    [r G/R, (r+1) G/R).  So several workers train on exactly one process's
+    batches, at the cost of every worker reading, decoding and masking the
+    whole stream.
+    """
     config = self.config
     global_batch = config.train_batch_size if is_training else config.eval_batch_size
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
       batch_size = context.get_per_replica_batch_size(global_batch)
-      replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
-      return self._pipeline(is_training, batch_size,
-                            start_step * batch_size * replicas_per_pipeline, context)
+      dataset = self._pipeline(is_training, batch_size, start_step * global_batch)
+      if context.num_input_pipelines == 1:
+        return dataset
+      replicas = context.num_replicas_in_sync
+      replicas_per_pipeline = replicas // context.num_input_pipelines
+      return dataset.enumerate().filter(
+          lambda index, batch: (index % replicas) // replicas_per_pipeline ==
+          context.input_pipeline_id).map(lambda index, batch: batch)
 
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-  def _pipeline(self, is_training: bool, batch_size: int, skip_examples: int = 0,
-                context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def _pipeline(self, is_training: bool, batch_size: int, skip_examples: int = 0
+                ) -> tf.data.Dataset:
+    """The one stream of masked batches of `batch_size` (`get_dataset`)."""
     config = self.config
     return pretrain_data.get_dataset(
         config.pretrain_tfrecords if is_training else config.eval_files,
@@ -144,7 +161,7 @@ class PretrainingJob:
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
         mask_prob=config.mask_prob, special=self.special_ids,
-        is_training=is_training, seed=config.seed, input_context=context)
+        is_training=is_training, seed=config.seed)
 
   def _train_input(self, latest: Optional[str], step: int):
     """(iterator of training batches from `step`, its checkpointable state or None).
@@ -194,7 +211,10 @@ class PretrainingJob:
 
     `part` (gradient accumulation) places `batch` in the replica's batch of
     the step: its rows are numbered, and the losses normalised, as in that
-    whole batch; None: `batch` is the whole replica batch.
+    whole batch; None: `batch` is the whole replica batch.  The global loss
+    denominators are `part.global_sums` when the step has summed them over
+    replicas, else they are all-reduced here (eval; not possible inside an
+    XLA-compiled function under MirroredStrategy).
     """
     context = tf.distribute.get_replica_context()
     whole = batch if part is None else part.replica_batch
@@ -211,12 +231,22 @@ class PretrainingJob:
     # with clip_per_replica the replica's own; both over whole batches.
     weight_sums = None
     if not self.config.clip_per_replica:
-      weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                       self.model.loss_weight_sums(whole))
+      weight_sums = part.global_sums if part is not None else None
+      if weight_sums is None:
+        weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                         self.model.loss_weight_sums(whole))
     elif part is not None:
       weight_sums = self.model.loss_weight_sums(whole)
     return self.model(batch, training=training, sample_seed=sample_seeds,
                       loss_denominators=weight_sums)
+
+  @property
+  def replica_sums_fn(self):
+    """The shared step's replica_sums_fn: the loss denominators of a
+    replica's batch (`loss_weight_sums`), which the step sums over replicas
+    outside the XLA-compiled part; None with clip_per_replica (each replica
+    normalises by its own batch)."""
+    return None if self.config.clip_per_replica else self.model.loss_weight_sums
 
   def loss(self, batch, step, part: Optional[train_loop.BatchPart] = None):
     """The shared step's loss_fn: (total loss, logged losses) of one replica
@@ -246,7 +276,8 @@ class PretrainingJob:
     return keys
 
   def make_step_loop(self):
-    return self.trainer.step_loop(self.loss, [name for name, _ in self._loss_keys])
+    return self.trainer.step_loop(self.loss, [name for name, _ in self._loss_keys],
+                                  self.replica_sums_fn)
 
   # --------------------------------------------------------------- train
   def train(self, init_checkpoint: Optional[str] = None,
@@ -292,7 +323,7 @@ class PretrainingJob:
                               batch_size=config.train_batch_size,
                               eval_every=config.eval_every_steps if config.do_eval else 0,
                               evaluate=lambda step: self.evaluate()), writer,
-          input_state=input_state)
+          input_state=input_state, replica_sums_fn=self.replica_sums_fn)
     except tf.errors.OpError as e:
       # A corrupt record stops the job before any checkpoint of its step.
       kept = tf.train.latest_checkpoint(checkpoint_dir)
@@ -510,12 +541,17 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         export_dir: Optional[str] = None, export_text: bool = True,
         export_hf: Optional[str] = None, command: str = "") -> Dict[str, float]:
   """The whole job: validate inputs, train, evaluate, export (the ids signature,
-  and the text signature when export_text)."""
-  # Validate every input before anything is written to model_dir.
+  and the text signature when export_text).
+
+  Order: the checks that need no TensorFlow op, then the strategy (the
+  process's first TensorFlow op: `distribution` module docstring), then the
+  checks that read with TensorFlow; nothing is written to model_dir before
+  every check has passed.
+  """
   vocab = load_checked_vocab(config)  # the run's one read of the vocab file
-  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
+  pretrain_data.find_tfrecords(config.pretrain_tfrecords)
   if config.do_eval and config.eval_files != config.pretrain_tfrecords:
-    pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
+    pretrain_data.find_tfrecords(config.eval_files)
   # A rerun replaces the SavedModel an earlier run of the job exported.
   replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
   if export_dir:
@@ -524,6 +560,9 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
     hf.check_exportable(config, "--export_hf")
     checkpoints.check_output_dir(export_hf, "--export_hf")
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
+  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
+  if config.do_eval and config.eval_files != config.pretrain_tfrecords:
+    pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
   job = PretrainingJob(config, strategy, vocab)
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
@@ -540,10 +579,16 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       for path in checkpoints.remove_interrupted_writes(config.model_dir):
         _log(f"Removed {path}, left by an interrupted earlier run")
     results: Dict[str, float] = {}
-    if config.do_train:
-      results["global_step"] = job.train(init_checkpoint, command=command)
-    if config.do_eval:
-      results = job.evaluate()
+    try:
+      if config.do_train:
+        results["global_step"] = job.train(init_checkpoint, command=command)
+      if config.do_eval:
+        results = job.evaluate()
+    except tf.errors.UnavailableError as e:
+      lost = distribution.lost_worker_error(e, strategy)
+      if lost is None:
+        raise
+      raise lost from None
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")
       serving.export_saved_model(
