@@ -56,6 +56,7 @@ from absl import flags
 from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.pretrain.config import PretrainingConfig
+from tools import study_samples
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
@@ -357,13 +358,8 @@ def finetuning_data(setting_dir: pathlib.Path) -> pathlib.Path:
 
 def _head(path: pathlib.Path, task: str) -> str:
   """The first --train_examples examples of a training file (a header stays)."""
-  text = path.read_text(encoding="utf-8")
-  if task == "chunk":  # sentences end at a blank line
-    sentences = text.strip("\n").split("\n\n")
-    return "\n\n".join(sentences[:FLAGS.train_examples]) + "\n\n"
-  lines = text.splitlines(keepends=True)
-  header = 0 if task == "cola" else 1
-  return "".join(lines[:header + FLAGS.train_examples])
+  return study_samples.head_examples(path.read_text(encoding="utf-8"), task,
+                                     FLAGS.train_examples)
 
 
 def finetune(setting_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
