@@ -317,6 +317,33 @@ def analyse_setting(starts: Dict[str, Dict[str, Dict[str, float]]], mlm_steps: D
                         for task in sorted(starts)}}
 
 
+def between_checkpoints(starts: Dict[str, Dict[str, Dict[str, float]]],
+                        probes: Sequence[str]) -> Dict:
+  """How much one study's ELECTRA-family checkpoints (its electra_<step> starts
+  and the probes) differ among themselves, against the fine-tuning noise the
+  per-start tests assume; per task: each checkpoint's mean, their sd, the
+  median standard error of one start's mean, ELECTRA's first against last
+  checkpoint of the main run (Welch), and ELECTRA family against the masked
+  LM's checkpoints with each checkpoint's mean as one observation (Welch)."""
+  out = {}
+  for task, by_start in sorted(starts.items()):
+    electra = sorted((s for s in by_start if s.startswith("electra_")),
+                     key=lambda s: int(s.rsplit("_", 1)[1]))
+    family = electra + [p for p in probes if p in by_start]
+    masked = [s for s in by_start if s.startswith("mlm_")]
+    means = {s: mean_sd(list(by_start[s].values()))[0] for s in family + masked}
+    errors = sorted(mean_sd(list(by_start[s].values()))[1] / math.sqrt(len(by_start[s]))
+                    for s in family)
+    out[task] = {"electra_checkpoint_means": {s: means[s] for s in family},
+                 "electra_checkpoint_sd": mean_sd([means[s] for s in family])[1],
+                 "standard_error_of_a_start": errors[len(errors) // 2],
+                 "main_run_first_against_last": welch(list(by_start[electra[0]].values()),
+                                                      list(by_start[electra[-1]].values())),
+                 "checkpoint_as_unit": welch([means[s] for s in family],
+                                             [means[s] for s in masked])}
+  return out
+
+
 def study_starts(study: Study, study_dir: pathlib.Path, setting: str
                  ) -> Dict[str, Dict[str, Dict[str, float]]]:
   """{task: {start: runs}} of a setting, with the probes' checkpoints joined
@@ -368,6 +395,9 @@ def analyse_study(study: Study, study_dir: pathlib.Path, data_dir: pathlib.Path)
         study_starts(study, study_dir, setting), results["settings"]["mlm_steps"],
         train_examples_of(results, setting), data_dir,
         [name for name, _ in study.probes], study.probe_reference)
+    if study.probes:
+      analysis[setting]["between_checkpoints"] = between_checkpoints(
+          study_starts(study, study_dir, setting), [name for name, _ in study.probes])
   if "model" in results["settings"]:
     analysis["flops_per_step"] = flops_both_ways(results["settings"]["model"],
                                                  results["settings"]["vocab_size"])
@@ -551,16 +581,20 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   return tables
 
 
-TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)\n<!-- /analysis -->", re.S)
+TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
 
 
 def doc_tables(text: str) -> Dict[str, str]:
-  return {m.group(1): m.group(2) for m in TABLE_BLOCK.finditer(text)}
+  """{name: table} of the analysis blocks of a markdown text."""
+  return {m.group(1): m.group(2).rstrip("\n") for m in TABLE_BLOCK.finditer(text)}
 
 
 def rewrite_doc(text: str, tables: Dict[str, str]) -> str:
-  return TABLE_BLOCK.sub(lambda m: f"<!-- analysis:{m.group(1)} -->\n"
-                         f"{tables.get(m.group(1), m.group(2))}\n<!-- /analysis -->", text)
+  """`text` with each analysis block's table replaced by tables[name]."""
+  def block(match):
+    table = tables.get(match.group(1), match.group(2).rstrip("\n"))
+    return f"<!-- analysis:{match.group(1)} -->\n{table}\n<!-- /analysis -->"
+  return TABLE_BLOCK.sub(block, text)
 
 
 def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Dict]:
