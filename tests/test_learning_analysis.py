@@ -148,3 +148,39 @@ def test_large_corpus_headline_figures(analyses):
     assert "collapse" not in text.lower()
   for name in re.findall(r"<!-- analysis:(\S+) -->", section):
     pytest.fail(f"README: an analysis table ({name}) belongs in learning.md")
+
+
+def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
+  """Three pre-training runs an objective, each the mean of the fine-tuning
+  seeds every run has; random initialisation from the main study's runs."""
+  electra = {1: {"1": 60.0, "2": 62.0, "3": 70.0}, 2: {"1": 58.0, "2": 60.0},
+             3: {"1": 57.0, "2": 59.0}}
+  masked = {1: {"1": 56.0, "2": 58.0}, 2: {"1": 57.0, "2": 57.0}, 3: {"1": 55.0, "2": 57.0}}
+  for seed in (1, 2, 3):
+    results = {"settings": {"model": {"seed": seed}, "steps": 2000,
+                            "mlm_steps": {"2000": 3280}},
+               "pretraining_runs": [{"objective": "electra", "seed": seed, "steps": 2000}],
+               "finetuning_labels100": {"sst": {
+                   "electra_2000": {"runs": electra[seed]},
+                   "mlm_3280": {"runs": masked[seed]}}}}
+    path = tmp_path / la.SEEDS_STUDY / f"seed{seed}" / "results.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(results))
+  main = {"finetuning_labels100": {"sst": {"random_init": {"runs": {
+      "1": 55.0, "2": 56.0, "3": 99.0}}}}}
+  seeds = la.analyse_seeds(tmp_path, main)
+  sst = seeds["tasks"]["sst"]
+  # Seed "3" of the first ELECTRA run is left out: not every run has it.
+  assert sst["finetuning_seeds"] == ["1", "2"]
+  assert sst["objectives"]["electra"]["run_means"] == {"1": 61.0, "2": 59.0, "3": 58.0}
+  assert sst["objectives"]["masked_lm"]["run_means"] == {"1": 57.0, "2": 57.0, "3": 56.0}
+  assert sst["random_init"]["mean"] == 55.5
+  against = {(c["start"], c["against"]): c for c in seeds["comparisons"]}
+  assert against[("electra", "masked_lm")]["difference"] == pytest.approx(178 / 3 - 170 / 3)
+  assert against[("electra", "masked_lm")]["welch_t"] == pytest.approx(
+      stats.ttest_ind([61.0, 59.0, 58.0], [57.0, 57.0, 56.0], equal_var=False).statistic)
+  assert against[("electra", "random_init")]["n"] == [3, 2]
+  assert seeds["family_size"] == 3
+  assert la.holm([c["p"] for c in seeds["comparisons"]]) == [
+      c["p_holm"] for c in seeds["comparisons"]]
+  assert [r["seed"] for r in seeds["pretraining_runs"]] == [1, 2, 3]
