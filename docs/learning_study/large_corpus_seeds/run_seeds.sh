@@ -10,7 +10,9 @@
 # initialisation is not fine-tuned again (--norandom_init): its runs do not
 # depend on the pre-training seed and are the study's own (large_corpus/).
 # The first pass gives every pre-training run 3 fine-tuning seeds, the second
-# 5 (rerunning resumes; nothing is pre-trained twice).
+# 5 (rerunning resumes; nothing is pre-trained twice). The seeds run side by
+# side (the machine is shared: each gets its own share of it) once the first
+# has built the TFRecords they all read.
 #
 # D holds the corpus (built first, as in ../large_corpus/run_study.sh):
 #   python3 -m tools.make_package_corpus --output_dir=$D/corpus --install
@@ -32,5 +34,15 @@ study() {  # study SEED FINETUNING_SEEDS
     --train_examples=100 --seeds="$2" --finetuning_name=labels100 \
     --finetuning_hparams='{"learning_rate": 3e-4, "num_train_epochs": 30.0}'
 }
-for seed in $SEEDS; do study "$seed" 1,2,3; done
-for seed in $SEEDS; do study "$seed" 1,2,3,4,5; done
+first=${SEEDS%% *}
+pids=()
+for seed in $SEEDS; do
+  if [ "$seed" != "$first" ]; then
+    while [ ! -e "$D/seeds/seed$first/data/heldout_tfrecords/.complete" ]; do sleep 30; done
+  fi
+  (study "$seed" 1,2,3 && study "$seed" 1,2,3,4,5) &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+exit $status
