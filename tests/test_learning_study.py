@@ -77,6 +77,13 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
       mlm["evals"].values()):
     assert 1.0 <= evals["encoder_effective_rank"] <= 16.0
     assert -1.0 <= evals["encoder_mean_cosine"] <= 1.0
+  # The pre-training runs, for a reader's script: where each schedule ends.
+  assert results["pretraining_runs"] == [
+      {"objective": "electra", "seed": 0, "steps": 4, "checkpoint": "pretraining/electra/ckpt-4",
+       "finetuned_checkpoints": ["pretraining/electra/ckpt-4"]},
+      {"objective": "masked_lm", "seed": 0, "steps": mlm_steps[4],
+       "checkpoint": f"pretraining/mlm/ckpt-{mlm_steps[4]}",
+       "finetuned_checkpoints": [f"pretraining/mlm/ckpt-{mlm_steps[4]}"]}]
   sst = results["finetuning"]["sst"]
   assert set(sst) == {"random_init", "electra_4", f"mlm_{mlm_steps[4]}"}
   for summary in sst.values():
@@ -103,19 +110,21 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
 
   # A second fine-tuning setting over the same checkpoints, under its own name:
-  # 8 labelled examples; the first setting's runs and figure are kept.
+  # 8 labelled examples, the checkpoints only (--norandom_init); the first
+  # setting's runs and figure are kept.
   few = [a for a in argv if not a.startswith("--train_examples")] + [
-      "--train_examples=8", "--finetuning_name=few"]
+      "--train_examples=8", "--finetuning_name=few", "--norandom_init"]
   run = _study(repo_root, *few)
   assert run.returncode == 0, run.stderr[-3000:]
   both = json.loads((work_dir / "results.json").read_text())
   assert both["finetuning"] == results["finetuning"]
-  assert set(both["finetuning_few"]["sst"]) == set(sst)
+  assert set(both["finetuning_few"]["sst"]) == {"electra_4", f"mlm_{mlm_steps[4]}"}
   assert both["finetuning_settings"]["finetuning_few"]["train_examples"] == 8
   assert both["finetuning_settings"]["finetuning"]["train_examples"] == 16
   train = (work_dir / "finetuning_few" / "data" / "finetuning_data" / "sst" / "train.tsv")
   assert len(train.read_text(encoding="utf-8").splitlines()) == 1 + 8  # header + 8
   assert (work_dir / "finetuning_few" / "runs" / "sst_electra_4_seed1").is_dir()
+  assert not (work_dir / "finetuning_few" / "runs" / "sst_random_init_seed1").exists()
   assert (work_dir / "downstream_few.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   # Nothing pre-trained again, and the first setting's runs untouched.
   assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")

@@ -56,6 +56,7 @@ from absl import flags
 from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.pretrain.config import PretrainingConfig
+from tools import study_samples
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
@@ -109,6 +110,11 @@ flags.DEFINE_string("finetuning_name", "",
 flags.DEFINE_boolean("masked_lm", True,
                      "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
                      "(--nomasked_lm: ELECTRA against random initialisation only).")
+flags.DEFINE_boolean("random_init", True,
+                     "Also fine-tune from a random initialisation (--norandom_init: only "
+                     "the checkpoints, e.g. for a further pre-training seed whose random "
+                     "initialisation runs another work_dir already holds: those do not "
+                     "depend on the pre-training seed).")
 flags.DEFINE_integer("stats_batches", 10,
                      "Held-out batches over which the encoders' token vectors are measured.")
 flags.DEFINE_boolean("plots_only", False,
@@ -196,6 +202,27 @@ def pretraining_config(objective: str, steps: int, data: Dict[str, str],
                  eval_tfrecords=data["heldout"], vocab_file=data["vocab_file"],
                  model_dir=str(model_dir), do_eval=True)
   return PretrainingConfig.create(hparams)
+
+
+def pretraining_runs(electra: PretrainingConfig, mlm: Optional[PretrainingConfig],
+                     mlm_steps: Dict[int, int], work_dir: pathlib.Path) -> List[Dict]:
+  """One object per pre-training run of the study, for a reader's script:
+  objective, seed, steps (where its learning-rate schedule ends), the
+  checkpoint at that step and the checkpoints fine-tuned from (paths relative
+  to work_dir)."""
+  runs = []
+  for config, steps, finetuned in (
+      (electra, FLAGS.steps, [int(s) for s in FLAGS.finetune_at]),
+      (mlm, mlm_steps[FLAGS.steps], [mlm_steps[int(s)] for s in FLAGS.finetune_at])):
+    if config is None:
+      continue
+    directory = pathlib.Path(config.model_dir).relative_to(work_dir)
+    runs.append({"objective": "electra" if config.electra_objective else "masked_lm",
+                 "seed": config.seed, "steps": steps,
+                 "checkpoint": str(directory / f"ckpt-{steps}"),
+                 "finetuned_checkpoints": [str(directory / f"ckpt-{s}")
+                                           for s in sorted(finetuned)]})
+  return runs
 
 
 def flops_per_step(config: PretrainingConfig) -> float:
@@ -330,13 +357,8 @@ def finetuning_data(setting_dir: pathlib.Path) -> pathlib.Path:
 
 def _head(path: pathlib.Path, task: str) -> str:
   """The first --train_examples examples of a training file (a header stays)."""
-  text = path.read_text(encoding="utf-8")
-  if task == "chunk":  # sentences end at a blank line
-    sentences = text.strip("\n").split("\n\n")
-    return "\n\n".join(sentences[:FLAGS.train_examples]) + "\n\n"
-  lines = text.splitlines(keepends=True)
-  header = 0 if task == "cola" else 1
-  return "".join(lines[:header + FLAGS.train_examples])
+  return study_samples.head_examples(path.read_text(encoding="utf-8"), task,
+                                     FLAGS.train_examples)
 
 
 def finetune(setting_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str,
@@ -567,6 +589,8 @@ def run_study() -> int:
                          "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
                          "flops_ratio": ratio, "vocab_size": electra.vocab_size,
                          "task_text": FLAGS.task_text}
+  results["pretraining_runs"] = pretraining_runs(
+      electra, mlm if FLAGS.masked_lm else None, mlm_steps, work_dir)
   pretrain(electra, eval_at, results, save)
   if FLAGS.masked_lm:
     pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
@@ -579,7 +603,7 @@ def run_study() -> int:
     add_encoder_stats(config, data["heldout"], results, save)
 
   data_root = finetuning_data(work_dir / key)
-  inits = {"random_init": None}
+  inits = {"random_init": None} if FLAGS.random_init else {}
   for step in sorted(int(s) for s in FLAGS.finetune_at):
     inits[f"electra_{step}"] = str(work_dir / "pretraining" / "electra" / f"ckpt-{step}")
     if FLAGS.masked_lm:

@@ -221,9 +221,10 @@ class RepresentationStats:
                      vary along one line
     mean_cosine      the mean cosine similarity of two distinct real tokens
                      (0 for directions at random, 1 when all point one way)
-  A pre-trained encoder whose effective rank has fallen far below its random
-  initialisation's has collapsed its tokens onto a few directions, and
-  fine-tunes no better than random initialisation (README, "Does it learn?").
+  The rank is of the centered covariance, the cosine uncentered: a mean cosine
+  near 1 is anisotropy (the vectors share a common direction), which many
+  trained encoders show; neither statistic measures what information the
+  vectors hold (docs/learning.md, "Does it learn?").
   """
 
   def __init__(self, hidden_size: int):

@@ -1,0 +1,186 @@
+"""tools/learning_analysis.py: its statistics and baselines on hand-checked
+values, and the committed write-up against the committed results.json files."""
+
+import json
+import math
+import pathlib
+import re
+
+import pytest
+from scipy import stats
+
+from tools import learning_analysis as la
+
+STUDY_DIR = pathlib.Path(__file__).resolve().parent.parent / "docs" / "learning_study"
+
+
+def test_welch_matches_scipy_and_its_interval_holds_the_difference():
+  a, b = [60.0, 61.5, 58.0, 62.5], [56.0, 57.0, 55.5]
+  result = la.welch(a, b)
+  reference = stats.ttest_ind(a, b, equal_var=False)
+  assert result["difference"] == pytest.approx(60.5 - 56.166666666666664)
+  assert result["welch_t"] == pytest.approx(reference.statistic)
+  assert result["p"] == pytest.approx(reference.pvalue)
+  # Satterthwaite df by hand: va = 3.8333 / 4, vb = 0.58333 / 3.
+  va, vb = (23 / 6) / 4, (7 / 12) / 3
+  assert result["df"] == pytest.approx((va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2))
+  half = stats.t.ppf(0.975, result["df"]) * math.sqrt(va + vb)
+  assert result["ci95"] == pytest.approx([result["difference"] - half,
+                                          result["difference"] + half])
+  # One value a side, or no spread: a difference but no test.
+  assert la.welch([1.0], [2.0, 3.0])["p"] is None
+  assert la.welch([1.0, 1.0], [2.0, 2.0])["welch_t"] is None
+
+
+def test_paired_uses_the_common_seeds_only():
+  a = {"1": 10.0, "2": 12.0, "3": 11.0, "4": 50.0}
+  b = {"1": 9.0, "2": 10.5, "3": 11.5}
+  result = la.paired(a, b)
+  reference = stats.ttest_rel([10.0, 12.0, 11.0], [9.0, 10.5, 11.5])
+  assert result["common_seeds"] == 3 and result["higher_on_seeds"] == 2
+  assert result["paired_t"] == pytest.approx(reference.statistic)
+  assert result["paired_p"] == pytest.approx(reference.pvalue)
+
+
+def test_holm_steps_down_and_stays_monotone():
+  # Sorted 0.01, 0.02, 0.03, 0.2 -> 0.04, 0.06, 0.06 (monotone), 0.2.
+  assert la.holm([0.03, 0.2, 0.01, None, 0.02]) == pytest.approx(
+      [0.06, 0.2, 0.04, None, 0.06])
+  assert la.holm([0.9, 0.8]) == [1.0, 1.0]
+
+
+def test_most_frequent_tag_baseline_on_a_hand_made_sample():
+  train = [(["the", "dog", "runs"], ["B-NP", "I-NP", "B-VP"]),
+           (["the", "cat"], ["B-NP", "I-NP"]),
+           (["runs"], ["B-NP"])]  # runs: B-VP once, B-NP once: the tag seen first
+  dev = [(["the", "bird", "runs"], ["B-NP", "I-NP", "B-VP"])]
+  # the -> B-NP, bird (unseen) -> the commonest tag B-NP, runs -> B-VP:
+  # predicted chunks NP[0], NP[1], VP[2] against gold NP[0-1], VP[2]:
+  # precision 1/3, recall 1/2, F1 0.4.
+  assert la.most_frequent_tag_f1(train, dev) == pytest.approx(40.0)
+
+
+def test_naive_bayes_counts_and_presence():
+  train = [(["good", "good", "fun"], "1"), (["bad", "dull"], "0"), (["bad", "fun"], "0")]
+  # Vocabulary of 4, add-one: "good fun": class 1 log(1/3) + log(3/7) + log(2/7)
+  # = -3.20, class 0 log(2/3) + log(1/8) + log(2/8) = -3.87; "bad": class 1
+  # log(1/3) + log(1/7) = -3.04, class 0 log(2/3) + log(3/8) = -1.39; a sentence
+  # of unseen tokens: the prior, class 0.
+  assert la.naive_bayes_predictions(train, [["good", "fun"], ["bad"], ["unseen"]]) == [
+      "1", "0", "0"]
+
+
+def test_baselines_on_the_studies_training_samples(finetuning_data_dir):
+  # The 100 and 1,000 first training examples, as the study fine-tunes on them.
+  chunk100 = la.trivial_baselines("chunk", 100, finetuning_data_dir)
+  chunk1000 = la.trivial_baselines("chunk", 1000, finetuning_data_dir)
+  sst100 = la.trivial_baselines("sst", 100, finetuning_data_dir)
+  assert chunk100["most_frequent_tag"] == pytest.approx(42.1, abs=0.05)
+  assert chunk1000["most_frequent_tag"] == pytest.approx(53.0, abs=0.05)
+  # 51 negative of the first 100: the majority class scores the dev set's negatives.
+  assert sst100["majority_class"] == pytest.approx(100 * 428 / 872)
+  assert sst100["naive_bayes"] == pytest.approx(58.3, abs=0.05)
+  assert sst100["naive_bayes_binary"] == pytest.approx(60.2, abs=0.05)
+
+
+def test_flops_both_ways_for_the_study_model():
+  results = json.loads((STUDY_DIR / "large_corpus" / "results.json").read_text())
+  counted = la.flops_both_ways(results["settings"]["model"], 30522)
+  assert counted["ratio_official"] == pytest.approx(results["settings"]["flops_ratio"])
+  assert counted["electra"]["lookup_share"] == pytest.approx(0.74, abs=0.005)
+  assert counted["ratio_without_lookups"] == pytest.approx(1.084, abs=0.001)
+
+
+@pytest.fixture(scope="module")
+def analyses(finetuning_data_dir):
+  return la.analyse_all(STUDY_DIR, finetuning_data_dir)
+
+
+def test_stored_analysis_is_the_recomputed_one(analyses):
+  paths = {study.name: STUDY_DIR / study.path for study in la.STUDIES}
+  paths[la.SEEDS_STUDY] = STUDY_DIR / la.SEEDS_STUDY / "analysis.json"
+  for name, analysis in analyses.items():
+    stored = json.loads(paths[name].read_text())
+    assert la._close(stored["analysis"], analysis), f"{paths[name]}: rerun --write"  # pylint: disable=protected-access
+  large = json.loads((STUDY_DIR / "large_corpus" / "results.json").read_text())
+  assert [(r["objective"], r["seed"], r["steps"]) for r in large["pretraining_runs"]] == [
+      ("electra", 0, 6000), ("masked_lm", 0, 9841)]
+
+
+def test_learning_md_tables_are_the_recomputed_ones(analyses):
+  doc = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
+  documented = la.doc_tables(doc)
+  for name, table in la.all_tables(analyses).items():
+    assert documented.get(name) == table, f"learning.md: table {name}"
+
+
+def test_large_corpus_headline_figures(analyses):
+  """The figures the README and learning.md's summary quote (100 labels, large corpus)."""
+  comparisons = {(c["task"], c["start"], c["against"]): c
+                 for c in analyses["large_corpus"]["finetuning_labels100"]["comparisons"]}
+  sst = comparisons[("sst", "electra_2000", "mlm_3280")]
+  assert f"{sst['difference']:+.1f}" == "+3.3" and sst["p_holm"] < 0.001
+  late_sst = comparisons[("sst", "electra_6000", "mlm_9841")]
+  late_chunk = comparisons[("chunk", "electra_6000", "mlm_9841")]
+  assert late_sst["p"] < 0.06 and late_sst["p_holm"] == pytest.approx(0.30, abs=0.01)
+  assert late_chunk["p"] < 0.05 and late_chunk["p_holm"] == pytest.approx(0.30, abs=0.01)
+  # The masked LM beats random initialisation on chunking on every seed too.
+  for start in ("mlm_3280", "mlm_9841"):
+    assert comparisons[("chunk", start, "random_init")]["higher_on_seeds"] == 10
+  # One pre-training run per objective: its checkpoints differ more than the
+  # fine-tuning seeds' standard error, and with the checkpoint as the unit the
+  # SST-2 lead is not significant.
+  between = analyses["large_corpus"]["finetuning_labels100"]["between_checkpoints"]["sst"]
+  assert between["electra_checkpoint_sd"] == pytest.approx(1.2, abs=0.05)
+  assert between["standard_error_of_a_start"] == pytest.approx(0.4, abs=0.05)
+  assert between["main_run_first_against_last"]["difference"] == pytest.approx(2.05, abs=0.01)
+  assert between["main_run_first_against_last"]["p"] < 0.005
+  assert between["checkpoint_as_unit"]["difference"] == pytest.approx(1.53, abs=0.01)
+  assert between["checkpoint_as_unit"]["p"] == pytest.approx(0.084, abs=0.001)
+  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  section = readme.split("## Does it learn?")[1].split("\n## ")[0]
+  summary = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8").split("\n## ")[0]
+  baselines = analyses["large_corpus"]["finetuning_labels100"]["baselines"]
+  for text in (section, summary):
+    assert f"{sst['difference']:+.1f} [{sst['ci95'][0]:+.1f}, {sst['ci95'][1]:+.1f}]" in text
+    assert f"{baselines['chunk']['most_frequent_tag']:.1f}" in text
+    assert f"{baselines['sst']['naive_bayes']:.1f}" in text
+    assert "collapse" not in text.lower()
+  for name in re.findall(r"<!-- analysis:(\S+) -->", section):
+    pytest.fail(f"README: an analysis table ({name}) belongs in learning.md")
+
+
+def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
+  """Three pre-training runs an objective, each the mean of the fine-tuning
+  seeds every run has; random initialisation from the main study's runs."""
+  electra = {1: {"1": 60.0, "2": 62.0, "3": 70.0}, 2: {"1": 58.0, "2": 60.0},
+             3: {"1": 57.0, "2": 59.0}}
+  masked = {1: {"1": 56.0, "2": 58.0}, 2: {"1": 57.0, "2": 57.0}, 3: {"1": 55.0, "2": 57.0}}
+  for seed in (1, 2, 3):
+    results = {"settings": {"model": {"seed": seed}, "steps": 2000,
+                            "mlm_steps": {"2000": 3280}},
+               "pretraining_runs": [{"objective": "electra", "seed": seed, "steps": 2000}],
+               "finetuning_labels100": {"sst": {
+                   "electra_2000": {"runs": electra[seed]},
+                   "mlm_3280": {"runs": masked[seed]}}}}
+    path = tmp_path / la.SEEDS_STUDY / f"seed{seed}" / "results.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(results))
+  main = {"finetuning_labels100": {"sst": {"random_init": {"runs": {
+      "1": 55.0, "2": 56.0, "3": 99.0}}}}}
+  seeds = la.analyse_seeds(tmp_path, main)
+  sst = seeds["tasks"]["sst"]
+  # Seed "3" of the first ELECTRA run is left out: not every run has it.
+  assert sst["finetuning_seeds"] == ["1", "2"]
+  assert sst["objectives"]["electra"]["run_means"] == {"1": 61.0, "2": 59.0, "3": 58.0}
+  assert sst["objectives"]["masked_lm"]["run_means"] == {"1": 57.0, "2": 57.0, "3": 56.0}
+  assert sst["random_init"]["mean"] == 55.5
+  against = {(c["start"], c["against"]): c for c in seeds["comparisons"]}
+  assert against[("electra", "masked_lm")]["difference"] == pytest.approx(178 / 3 - 170 / 3)
+  assert against[("electra", "masked_lm")]["welch_t"] == pytest.approx(
+      stats.ttest_ind([61.0, 59.0, 58.0], [57.0, 57.0, 56.0], equal_var=False).statistic)
+  assert against[("electra", "random_init")]["n"] == [3, 2]
+  assert seeds["family_size"] == 3
+  assert la.holm([c["p"] for c in seeds["comparisons"]]) == [
+      c["p_holm"] for c in seeds["comparisons"]]
+  assert [r["seed"] for r in seeds["pretraining_runs"]] == [1, 2, 3]

@@ -1,0 +1,659 @@
+"""The learning study's comparisons, recomputed from its results.json files.
+
+    python -m tools.learning_analysis --study_dir=docs/learning_study            # check
+    python -m tools.learning_analysis --study_dir=docs/learning_study --write    # update
+
+For every fine-tuning setting of every committed study (the runs under
+`finetuning*` in each results.json), this computes:
+  - each start's mean and sample standard deviation over its fine-tuning seeds;
+  - a family of comparisons: every pre-trained start against random
+    initialisation, ELECTRA against the masked LM at equal FLOPs, and (large
+    corpus) each probe against the main run's checkpoint it varies; for each,
+    the difference of means with its 95% Welch interval, Welch's t, degrees of
+    freedom and two-sided p, the paired t and p over the fine-tuning seeds both
+    ran (the same seed: the same data order, head initialisation and dropout),
+    on how many of them the start scored higher, and Holm's adjusted p over the
+    setting's whole family (every task);
+  - trivial baselines on the same training sample the models fine-tuned on
+    (the first N training examples): each word's most frequent chunk tag in
+    it (unseen words: the sample's most frequent tag), scored with the
+    project's chunk scorer; a multinomial Naive Bayes over lower-cased
+    whitespace tokens (add-one smoothing) and the majority class for the
+    sentence tasks (accuracy for SST-2, MCC x 100 for CoLA), the Naive Bayes
+    both over token counts and over token presence (binary: each token once a
+    sentence);
+  - the pre-training FLOPs per step of both objectives, counted as the
+    official script does (embedding lookups charged as one-hot matrix
+    products) and without those lookups (a lookup is a copy).
+With the pre-training seeds of `large_corpus_seeds/seed*/results.json`, it
+also compares the objectives with the pre-training run as the unit: each run's
+mean over its fine-tuning seeds, then Welch over the runs.
+
+--write stores the analysis as `analysis` (and `pretraining_runs` where a
+results.json lacks them) in each results.json and rewrites the tables between
+`<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc; without it, the
+tool exits 1 if any stored analysis or table differs from the recomputed one.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+import pathlib
+import re
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import flags
+
+from electra_tf import cli
+from tools import study_samples
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared" / "data"
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("study_dir", str(REPO / "docs" / "learning_study"),
+                    "Folder of the studies' results.json files.")
+flags.DEFINE_string("doc", str(REPO / "docs" / "learning.md"),
+                    "Markdown file whose analysis tables are checked / rewritten.")
+flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
+                    "Folder with <task>/ fine-tuning data (for the baselines).")
+flags.DEFINE_boolean("write", False, "Store the analysis and rewrite the tables.")
+
+ALPHA = 0.05
+BASELINE_NAMES = "most frequent tag; Naive Bayes, counts / presence (majority class)"
+TASK_TITLE = {"chunk": "chunking F1", "sst": "SST-2 accuracy", "cola": "CoLA MCC x 100"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """One committed study: its results.json (relative to the study folder) and,
+  for the large corpus, the probes whose checkpoint joins its family."""
+  name: str
+  path: str
+  probes: Tuple[Tuple[str, str], ...] = ()  # (start name, results.json)
+  probe_reference: str = ""  # the main run's start the probes vary
+
+
+STUDIES = (
+    Study("budget_400_steps", "results.json"),
+    Study("budget_6000_steps", "budget_6000_steps/results.json"),
+    Study("in_domain_text", "in_domain_text/results.json"),
+    Study("large_corpus", "large_corpus/results.json",
+          probes=(("disc_weight_10_2000", "large_corpus/probe_disc_weight_10/results.json"),
+                  ("generator_half_2000", "large_corpus/probe_generator_half/results.json")),
+          probe_reference="electra_2000"),
+)
+SEEDS_STUDY = "large_corpus_seeds"
+
+
+# ------------------------------------------------------------------ statistics
+def mean_sd(values: Sequence[float]) -> Tuple[float, float]:
+  """Mean and sample standard deviation (0 for a single value)."""
+  n = len(values)
+  centre = sum(values) / n
+  return centre, math.sqrt(sum((v - centre) ** 2 for v in values) / max(1, n - 1))
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Dict:
+  """mean(a) - mean(b) with Welch's t, its Satterthwaite degrees of freedom,
+  the two-sided p and the 95% interval of the difference; t, df, p and the
+  interval are None when a side has one value or neither side any spread."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+  out = {"difference": ma - mb, "n": [len(a), len(b)], "welch_t": None, "df": None,
+         "p": None, "ci95": None}
+  va, vb = sa ** 2 / len(a), sb ** 2 / len(b)
+  if len(a) < 2 or len(b) < 2 or va + vb == 0:
+    return out
+  se = math.sqrt(va + vb)
+  df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+  t = out["difference"] / se
+  half = float(stats.t.ppf(0.975, df)) * se
+  out.update(welch_t=t, df=df, p=float(2 * stats.t.sf(abs(t), df)),
+             ci95=[out["difference"] - half, out["difference"] + half])
+  return out
+
+
+def paired(a: Dict[str, float], b: Dict[str, float]) -> Dict:
+  """The paired comparison over the seeds both ran: t, two-sided p, and on how
+  many of them a scored higher (t and p None with fewer than 2 seeds or no
+  spread in the differences)."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  common = sorted(set(a) & set(b), key=int)
+  differences = [a[s] - b[s] for s in common]
+  out = {"common_seeds": len(common), "higher_on_seeds": sum(d > 0 for d in differences),
+         "paired_t": None, "paired_p": None}
+  if len(common) > 1:
+    centre, sd = mean_sd(differences)
+    if sd > 0:
+      t = centre / (sd / math.sqrt(len(common)))
+      out.update(paired_t=t, paired_p=float(2 * stats.t.sf(abs(t), len(common) - 1)))
+  return out
+
+
+def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
+  """Holm's step-down adjusted p values (None stays None and does not count
+  in the family)."""
+  order = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+  m = len(order)
+  adjusted: List[Optional[float]] = [None] * len(pvalues)
+  running = 0.0
+  for rank, (p, index) in enumerate(order):
+    running = max(running, min(1.0, (m - rank) * p))
+    adjusted[index] = running
+  return adjusted
+
+
+# ------------------------------------------------------------------ baselines
+def chunk_sentences(text: str) -> List[Tuple[List[str], List[str]]]:
+  """(words, IOB2 tags) per sentence of CoNLL-2000 text."""
+  sentences = []
+  for block in text.strip("\n").split("\n\n"):
+    rows = [line.split() for line in block.splitlines() if line.strip()]
+    rows = [row for row in rows if row[0] != "-DOCSTART-"]
+    if rows:
+      sentences.append(([row[0] for row in rows], [row[-1] for row in rows]))
+  return sentences
+
+
+def most_frequent_tag_f1(train: Sequence[Tuple[Sequence[str], Sequence[str]]],
+                         dev: Sequence[Tuple[Sequence[str], Sequence[str]]]) -> float:
+  """Chunk F1 x 100 (the project's span scorer) of tagging each dev word with
+  its most frequent tag in `train` (ties: the tag seen first; unseen words:
+  the most frequent tag overall)."""
+  from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  by_word: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  overall: collections.Counter = collections.Counter()
+  for words, tags in train:
+    for word, tag in zip(words, tags):
+      by_word[word][tag] += 1
+      overall[tag] += 1
+  fallback = overall.most_common(1)[0][0]
+  predicted = [[by_word[w].most_common(1)[0][0] if w in by_word else fallback for w in words]
+               for words, _ in dev]
+  return 100.0 * metrics.span_precision_recall_f1([tags for _, tags in dev], predicted)[2]
+
+
+def sentence_examples(text: str, task: str) -> List[Tuple[List[str], str]]:
+  """(lower-cased whitespace tokens, label) of a GLUE SST-2 or CoLA file."""
+  lines = text.splitlines()
+  if task == "sst":
+    rows = [line.split("\t") for line in lines[1:] if line.strip()]
+    return [(row[0].lower().split(), row[1].strip()) for row in rows]
+  rows = [line.split("\t") for line in lines if line.strip()]  # cola: no header
+  return [(row[3].lower().split(), row[1].strip()) for row in rows]
+
+
+def naive_bayes_predictions(train: Sequence[Tuple[Sequence[str], str]],
+                            dev: Sequence[Sequence[str]], alpha: float = 1.0) -> List[str]:
+  """Multinomial Naive Bayes over bags of tokens with add-alpha smoothing over
+  the training vocabulary; dev tokens unseen in training are ignored."""
+  counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  documents = collections.Counter(label for _, label in train)
+  for tokens, label in train:
+    counts[label].update(tokens)
+  vocabulary = set(t for c in counts.values() for t in c)
+  labels = sorted(documents)
+  totals = {label: sum(counts[label].values()) for label in labels}
+  predictions = []
+  for tokens in dev:
+    scores = {}
+    for label in labels:
+      score = math.log(documents[label] / len(train))
+      denominator = totals[label] + alpha * len(vocabulary)
+      score += sum(math.log((counts[label][t] + alpha) / denominator)
+                   for t in tokens if t in vocabulary)
+      scores[label] = score
+    predictions.append(max(labels, key=lambda label: (scores[label], label)))
+  return predictions
+
+
+def sentence_score(task: str, gold: Sequence[str], predicted: Sequence[str]) -> float:
+  from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  if task == "cola":
+    return 100.0 * metrics.matthews_corrcoef(gold, predicted)
+  return 100.0 * metrics.accuracy(gold, predicted)
+
+
+def trivial_baselines(task: str, train_examples: int, data_dir: pathlib.Path) -> Dict:
+  """The baselines of `task` on its first `train_examples` training examples
+  (the study's cut, study_samples.head_examples), scored on the whole dev set."""
+  folder = pathlib.Path(data_dir) / task
+  train_text = study_samples.head_examples(
+      (folder / ("train.txt" if task == "chunk" else "train.tsv")).read_text(encoding="utf-8"),
+      task, train_examples)
+  if task == "chunk":
+    dev = chunk_sentences((folder / "dev.txt").read_text(encoding="utf-8"))
+    return {"most_frequent_tag": most_frequent_tag_f1(chunk_sentences(train_text), dev)}
+  train = sentence_examples(train_text, task)
+  dev = sentence_examples((folder / "dev.tsv").read_text(encoding="utf-8"), task)
+  gold = [label for _, label in dev]
+  majority = collections.Counter(label for _, label in train).most_common(1)[0][0]
+  binary = [(sorted(set(tokens)), label) for tokens, label in train]
+  return {"naive_bayes": sentence_score(task, gold, naive_bayes_predictions(
+              train, [tokens for tokens, _ in dev])),
+          "naive_bayes_binary": sentence_score(task, gold, naive_bayes_predictions(
+              binary, [sorted(set(tokens)) for tokens, _ in dev])),
+          "majority_class": sentence_score(task, gold, [majority] * len(dev))}
+
+
+# ------------------------------------------------------------------ FLOPs
+def flops_both_ways(model: Dict, vocab_size: int) -> Dict:
+  """Training FLOPs per step of ELECTRA and of the masked LM of `model` (the
+  study's settings.model), counted officially and without the embedding
+  lookups' one-hot products; the ratios ELECTRA / masked LM."""
+  from electra_tf import flops  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, electra_objective in (("electra", True), ("masked_lm", False)):
+    config = PretrainingConfig.create(dict(model, vocab_size=vocab_size,
+                                           electra_objective=electra_objective))
+    official = flops.flops_per_seq(config)
+    lookups = 0.0
+    for size in flops.model_sizes(config):
+      if size is not None:  # forward + backward of the token, position and type lookups
+        lookups += 2 * size.seq_length * (2 * size.e * size.vocab_size
+                                          + 2 * size.e * (size.seq_length + 2))
+    out[name] = {"official": official * config.train_batch_size,
+                 "without_lookups": (official - lookups) * config.train_batch_size,
+                 "lookup_share": lookups / official}
+  out["ratio_official"] = out["electra"]["official"] / out["masked_lm"]["official"]
+  out["ratio_without_lookups"] = (out["electra"]["without_lookups"]
+                                  / out["masked_lm"]["without_lookups"])
+  return out
+
+
+# ------------------------------------------------------------------ analysis
+def start_label(start: str) -> str:
+  if start == "random_init":
+    return "random initialisation"
+  name, step = start.rsplit("_", 1)
+  title = {"electra": "ELECTRA", "mlm": "masked LM",
+           "disc_weight_10": "ELECTRA `disc_weight` 10 (2,000-step schedule)",
+           "generator_half": "ELECTRA `generator_hidden_size` 0.5 (2,000-step schedule)"}[name]
+  return f"{title}, step {int(step):,}"
+
+
+def setting_comparisons(starts: Dict[str, Dict[str, Dict[str, float]]],
+                        mlm_steps: Dict[str, int], probes: Sequence[str],
+                        probe_reference: str) -> List[Tuple[str, str, str]]:
+  """(task, start, against) of a setting's family, in a fixed order."""
+  family = []
+  for task in sorted(starts):
+    names = [s for s in starts[task] if s != "random_init"]
+    names.sort(key=lambda s: (s in probes, int(s.rsplit("_", 1)[1]), s))
+    family += [(task, s, "random_init") for s in names if "random_init" in starts[task]]
+    for step, mlm_step in sorted(mlm_steps.items(), key=lambda item: int(item[0])):
+      if f"electra_{step}" in starts[task] and f"mlm_{mlm_step}" in starts[task]:
+        family.append((task, f"electra_{step}", f"mlm_{mlm_step}"))
+    family += [(task, p, probe_reference) for p in probes if p in starts[task]]
+  return family
+
+
+def analyse_setting(starts: Dict[str, Dict[str, Dict[str, float]]], mlm_steps: Dict[str, int],
+                    train_examples: int, data_dir: pathlib.Path, probes: Sequence[str] = (),
+                    probe_reference: str = "") -> Dict:
+  """The analysis of one fine-tuning setting: starts {task: {start: {seed: metric}}}."""
+  levels = {task: {start: dict(zip(("mean", "sd"), mean_sd(list(runs.values()))),
+                               n=len(runs))
+                   for start, runs in by_start.items()}
+            for task, by_start in starts.items()}
+  comparisons = []
+  for task, start, against in setting_comparisons(starts, mlm_steps, probes, probe_reference):
+    a, b = starts[task][start], starts[task][against]
+    comparisons.append({"task": task, "start": start, "against": against,
+                        **welch(list(a.values()), list(b.values())), **paired(a, b)})
+  for comparison, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
+    comparison["p_holm"] = adjusted
+  return {"train_examples": train_examples, "family_size": sum(
+              c["p"] is not None for c in comparisons),
+          "starts": levels, "comparisons": comparisons,
+          "baselines": {task: trivial_baselines(task, train_examples, data_dir)
+                        for task in sorted(starts)}}
+
+
+def between_checkpoints(starts: Dict[str, Dict[str, Dict[str, float]]],
+                        probes: Sequence[str]) -> Dict:
+  """How much one study's ELECTRA-family checkpoints (its electra_<step> starts
+  and the probes) differ among themselves, against the fine-tuning noise the
+  per-start tests assume; per task: each checkpoint's mean, their sd, the
+  median standard error of one start's mean, ELECTRA's first against last
+  checkpoint of the main run (Welch), and ELECTRA family against the masked
+  LM's checkpoints with each checkpoint's mean as one observation (Welch)."""
+  out = {}
+  for task, by_start in sorted(starts.items()):
+    electra = sorted((s for s in by_start if s.startswith("electra_")),
+                     key=lambda s: int(s.rsplit("_", 1)[1]))
+    family = electra + [p for p in probes if p in by_start]
+    masked = [s for s in by_start if s.startswith("mlm_")]
+    means = {s: mean_sd(list(by_start[s].values()))[0] for s in family + masked}
+    errors = sorted(mean_sd(list(by_start[s].values()))[1] / math.sqrt(len(by_start[s]))
+                    for s in family)
+    out[task] = {"electra_checkpoint_means": {s: means[s] for s in family},
+                 "electra_checkpoint_sd": mean_sd([means[s] for s in family])[1],
+                 "standard_error_of_a_start": errors[len(errors) // 2],
+                 "main_run_first_against_last": welch(list(by_start[electra[0]].values()),
+                                                      list(by_start[electra[-1]].values())),
+                 "checkpoint_as_unit": welch([means[s] for s in family],
+                                             [means[s] for s in masked])}
+  return out
+
+
+def study_starts(study: Study, study_dir: pathlib.Path, setting: str
+                 ) -> Dict[str, Dict[str, Dict[str, float]]]:
+  """{task: {start: runs}} of a setting, with the probes' checkpoints joined
+  under their own names (their random initialisation runs are the main run's)."""
+  results = json.loads((study_dir / study.path).read_text())
+  starts = {task: {start: dict(summary["runs"]) for start, summary in by_start.items()}
+            for task, by_start in results[setting].items()}
+  for name, path in study.probes:
+    probe = json.loads((study_dir / path).read_text())
+    step = name.rsplit("_", 1)[1]
+    for task, by_start in probe.get(setting, {}).items():
+      if by_start["random_init"]["runs"] != starts[task]["random_init"]:
+        raise ValueError(f"{path}: its random initialisation runs differ from the main run's")
+      starts[task][name] = dict(by_start[f"electra_{step}"]["runs"])
+  return starts
+
+
+def train_examples_of(results: Dict, setting: str) -> int:
+  recorded = results.get("finetuning_settings", {}).get(setting)
+  return recorded["train_examples"] if recorded else results["settings"]["train_examples"]
+
+
+def pretraining_runs_of(results: Dict, steps: Optional[int] = None) -> List[Dict]:
+  """pretraining_runs for a results.json written before the tool recorded them
+  (seed 0: the default of every committed run)."""
+  settings = results["settings"]
+  steps = steps or settings["steps"]
+  finetuned = sorted({int(s.rsplit("_", 1)[1]) for key in results if key.startswith(
+      "finetuning") and key != "finetuning_settings" for by_start in results[key].values()
+                      for s in by_start if s.startswith("electra_")})
+  mlm = settings["mlm_steps"]
+  runs = [{"objective": "electra", "seed": settings["model"].get("seed", 0) if "model" in
+           settings else 0, "steps": steps, "checkpoint": f"pretraining/electra/ckpt-{steps}",
+           "finetuned_checkpoints": [f"pretraining/electra/ckpt-{s}" for s in finetuned]}]
+  if settings.get("masked_lm", True):
+    runs.append({"objective": "masked_lm", "seed": runs[0]["seed"],
+                 "steps": mlm[str(steps)], "checkpoint": f"pretraining/mlm/ckpt-{mlm[str(steps)]}",
+                 "finetuned_checkpoints": [f"pretraining/mlm/ckpt-{mlm[str(s)]}"
+                                           for s in finetuned]})
+  return runs
+
+
+def analyse_study(study: Study, study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict:
+  results = json.loads((study_dir / study.path).read_text())
+  analysis = {}
+  for setting in sorted(k for k in results if k.startswith("finetuning")
+                        and k != "finetuning_settings"):
+    analysis[setting] = analyse_setting(
+        study_starts(study, study_dir, setting), results["settings"]["mlm_steps"],
+        train_examples_of(results, setting), data_dir,
+        [name for name, _ in study.probes], study.probe_reference)
+    if study.probes:
+      analysis[setting]["between_checkpoints"] = between_checkpoints(
+          study_starts(study, study_dir, setting), [name for name, _ in study.probes])
+  if "model" in results["settings"]:
+    analysis["flops_per_step"] = flops_both_ways(results["settings"]["model"],
+                                                 results["settings"]["vocab_size"])
+  return analysis
+
+
+def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
+  """The pre-training run as the unit: large_corpus_seeds/seed*/results.json
+  (ELECTRA 2,000-step schedule and the FLOPs-equal masked LM, 100 labels).
+
+  For each task and objective: each run's mean over its fine-tuning seeds
+  (only the seeds every run of the task has, so that runs weigh the same),
+  the mean and sd over runs; ELECTRA against the masked LM with Welch over the
+  run means; each objective against random initialisation (the main study's
+  runs of those fine-tuning seeds) with Welch over run means against the
+  random runs; Holm over the family.
+  """
+  paths = sorted((study_dir / SEEDS_STUDY).glob("seed*/results.json"))
+  if not paths:
+    return None
+  runs_by_task: Dict[str, Dict[str, Dict[int, Dict[str, float]]]] = {}
+  pretraining = []
+  for path in paths:
+    results = json.loads(path.read_text())
+    seed = results["settings"]["model"]["seed"]
+    mlm_step = results["settings"]["mlm_steps"][str(results["settings"]["steps"])]
+    pretraining += [dict(run, results=str(path.relative_to(study_dir)))
+                    for run in results.get("pretraining_runs", [])]
+    for task, by_start in results.get("finetuning_labels100", {}).items():
+      for objective, start in (("electra", f"electra_{results['settings']['steps']}"),
+                               ("masked_lm", f"mlm_{mlm_step}")):
+        if by_start.get(start, {}).get("runs"):
+          runs_by_task.setdefault(task, {}).setdefault(objective, {})[seed] = dict(
+              by_start[start]["runs"])
+  random = {task: by_start["random_init"]["runs"]
+            for task, by_start in main["finetuning_labels100"].items()}
+  out = {"pretraining_runs": pretraining, "tasks": {}}
+  comparisons = []
+  for task, objectives in sorted(runs_by_task.items()):
+    all_runs = [runs for by_seed in objectives.values() for runs in by_seed.values()]
+    seeds = sorted(set.intersection(*(set(r) for r in all_runs)), key=int)
+    if not seeds:
+      continue
+    entry = {"finetuning_seeds": seeds, "objectives": {}}
+    means = {}
+    for objective, by_seed in sorted(objectives.items()):
+      means[objective] = {s: sum(r[f] for f in seeds) / len(seeds) for s, r in by_seed.items()}
+      centre, sd = mean_sd(list(means[objective].values()))
+      entry["objectives"][objective] = {"run_means": {str(s): m for s, m in
+                                                      sorted(means[objective].items())},
+                                        "mean": centre, "sd": sd, "runs": len(by_seed)}
+    random_runs = [random[task][f] for f in seeds]
+    entry["random_init"] = dict(zip(("mean", "sd"), mean_sd(random_runs)), n=len(random_runs))
+    out["tasks"][task] = entry
+    for objective in sorted(means):
+      comparisons.append({"task": task, "start": objective, "against": "random_init",
+                          **welch(list(means[objective].values()), random_runs)})
+    if len(means) == 2:
+      comparisons.append({"task": task, "start": "electra", "against": "masked_lm",
+                          **welch(list(means["electra"].values()),
+                                  list(means["masked_lm"].values()))})
+  for comparison, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
+    comparison["p_holm"] = adjusted
+  out["comparisons"] = comparisons
+  out["family_size"] = sum(c["p"] is not None for c in comparisons)
+  return out
+
+
+# ------------------------------------------------------------------ tables
+def fmt_p(p: Optional[float]) -> str:
+  if p is None:
+    return "-"
+  if p < 0.001:
+    return "<0.001"
+  return f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+
+
+def fmt_diff(c: Dict) -> str:
+  text = f"{c['difference']:+.1f}"
+  if c["ci95"]:
+    text += f" [{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]"
+  return text
+
+
+def comparison_cell(c: Dict) -> str:
+  cell = f"{fmt_diff(c)}; p {fmt_p(c['p'])}, Holm {fmt_p(c['p_holm'])}"
+  if "common_seeds" in c:
+    cell += f"; {c['higher_on_seeds']}/{c['common_seeds']}"
+  if c["p_holm"] is not None and c["p_holm"] < ALPHA:
+    cell = f"**{cell}**"
+  return cell
+
+
+def baseline_cell(task: str, baselines: Dict) -> str:
+  if task == "chunk":
+    return f"{baselines['most_frequent_tag']:.1f}"
+  return (f"{baselines['naive_bayes']:.1f} / {baselines['naive_bayes_binary']:.1f} "
+          f"({baselines['majority_class']:.1f})")
+
+
+def setting_tables(analysis: Dict) -> str:
+  """Two markdown tables: each start's level beside the trivial baselines, and
+  the family's comparisons."""
+  tasks = sorted(analysis["starts"])
+  n = max(s["n"] for by_start in analysis["starts"].values() for s in by_start.values())
+  header = "| " + " | ".join(TASK_TITLE[t] for t in tasks) + " |"
+  rule = "|---|" + "---|" * len(tasks)
+  lines = [f"| start ({analysis['train_examples']:,} labels; mean ± sd over {n} fine-tuning "
+           f"seeds) {header}", rule]
+  lines.append(f"| trivial baseline on the same {analysis['train_examples']:,} examples "
+               f"({BASELINE_NAMES}) | " + " | ".join(
+                   baseline_cell(t, analysis["baselines"][t]) for t in tasks) + " |")
+  starts = list(analysis["starts"][tasks[0]])
+  starts.sort(key=lambda s: (s != "random_init", s.startswith(("disc", "generator")),
+                             0 if s == "random_init" else int(s.rsplit("_", 1)[1]), s))
+  for start in starts:
+    cells = []
+    for task in tasks:
+      level = analysis["starts"][task].get(start)
+      cells.append("-" if level is None else f"{level['mean']:.1f} ± {level['sd']:.1f}")
+    lines.append(f"| {start_label(start)} | " + " | ".join(cells) + " |")
+  lines += ["", f"| comparison (difference [95% CI]; Welch p, Holm over "
+                f"{analysis['family_size']}; seeds higher) {header}", rule]
+  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
+  for c in analysis["comparisons"]:
+    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
+  for (start, against), by_task in rows.items():
+    against_label = ("random init" if against == "random_init" else start_label(against))
+    lines.append(f"| {start_label(start)} − {against_label} | " + " | ".join(
+        comparison_cell(by_task[t]) if t in by_task else "-" for t in tasks) + " |")
+  return "\n".join(lines)
+
+
+def seeds_tables(seeds: Dict, baselines: Dict) -> str:
+  tasks = sorted(seeds["tasks"])
+  header = "| " + " | ".join(TASK_TITLE[t] for t in tasks) + " |"
+  rule = "|---|" + "---|" * len(tasks)
+  lines = ["| start (100 labels; mean ± sd over pre-training runs, each the mean of its "
+           f"fine-tuning seeds) {header}", rule,
+           f"| trivial baseline on the same 100 examples ({BASELINE_NAMES}) | " + " | ".join(
+               baseline_cell(t, baselines[t]) for t in tasks) + " |",
+           "| random initialisation (fine-tuning seeds) | " + " | ".join(
+               f"{seeds['tasks'][t]['random_init']['mean']:.1f} ± "
+               f"{seeds['tasks'][t]['random_init']['sd']:.1f}" for t in tasks) + " |"]
+  for objective, label in (("electra", "ELECTRA, 2,000-step schedule"),
+                           ("masked_lm", "masked LM, 3,280 steps (equal FLOPs)")):
+    cells = []
+    for t in tasks:
+      o = seeds["tasks"][t]["objectives"].get(objective)
+      cells.append("-" if o is None else f"{o['mean']:.1f} ± {o['sd']:.1f} ("
+                   + ", ".join(f"{m:.1f}" for m in o["run_means"].values()) + ")")
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  lines.append("| fine-tuning seeds per run | " + " | ".join(
+      str(len(seeds["tasks"][t]["finetuning_seeds"])) for t in tasks) + " |")
+  lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
+                f"{seeds['family_size']}) {header}", rule]
+  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
+  for c in seeds["comparisons"]:
+    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
+  names = {"electra": "ELECTRA", "masked_lm": "masked LM", "random_init": "random init"}
+  for (start, against), by_task in rows.items():
+    lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
+        comparison_cell(by_task[t]) if t in by_task else "-" for t in tasks) + " |")
+  return "\n".join(lines)
+
+
+def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
+  """{table name: markdown}: NAME/SETTING for every study's setting, and
+  large_corpus_seeds when the seeds ran."""
+  tables = {}
+  for study, analysis in analyses.items():
+    if study == SEEDS_STUDY:
+      continue
+    for setting, value in analysis.items():
+      if setting.startswith("finetuning"):
+        tables[f"{study}/{setting}"] = setting_tables(value)
+  if analyses.get(SEEDS_STUDY):
+    tables[SEEDS_STUDY] = seeds_tables(
+        analyses[SEEDS_STUDY],
+        analyses["large_corpus"]["finetuning_labels100"]["baselines"])
+  return tables
+
+
+TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
+
+
+def doc_tables(text: str) -> Dict[str, str]:
+  """{name: table} of the analysis blocks of a markdown text."""
+  return {m.group(1): m.group(2).rstrip("\n") for m in TABLE_BLOCK.finditer(text)}
+
+
+def rewrite_doc(text: str, tables: Dict[str, str]) -> str:
+  """`text` with each analysis block's table replaced by tables[name]."""
+  def block(match):
+    table = tables.get(match.group(1), match.group(2).rstrip("\n"))
+    return f"<!-- analysis:{match.group(1)} -->\n{table}\n<!-- /analysis -->"
+  return TABLE_BLOCK.sub(block, text)
+
+
+def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Dict]:
+  analyses = {study.name: analyse_study(study, study_dir, data_dir) for study in STUDIES}
+  main = json.loads((study_dir / "large_corpus" / "results.json").read_text())
+  seeds = analyse_seeds(study_dir, main)
+  if seeds:
+    analyses[SEEDS_STUDY] = seeds
+  return analyses
+
+
+def _close(a, b) -> bool:
+  if isinstance(a, dict) and isinstance(b, dict):
+    return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+  if isinstance(a, list) and isinstance(b, list):
+    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+  if isinstance(a, float) and isinstance(b, (int, float)):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+  return a == b
+
+
+def main() -> int:
+  study_dir, data_dir = pathlib.Path(FLAGS.study_dir), pathlib.Path(FLAGS.finetuning_data_dir)
+  analyses = analyse_all(study_dir, data_dir)
+  doc = pathlib.Path(FLAGS.doc)
+  tables = all_tables(analyses)
+  stale = []
+  paths = {study.name: study.path for study in STUDIES}
+  paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
+  for name, analysis in analyses.items():
+    path = study_dir / paths[name]
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    if not _close(stored.get("analysis"), analysis):
+      stale.append(str(path))
+      if FLAGS.write:
+        stored["analysis"] = analysis
+        if name != SEEDS_STUDY and "pretraining_runs" not in stored:
+          stored["pretraining_runs"] = pretraining_runs_of(stored)
+        path.write_text(json.dumps(stored, indent=1, sort_keys=True))
+  if FLAGS.write:  # the probes' runs, for a reader's script
+    for study in STUDIES:
+      for _, probe_path in study.probes:
+        probe = json.loads((study_dir / probe_path).read_text())
+        if "pretraining_runs" not in probe:
+          probe["pretraining_runs"] = pretraining_runs_of(probe)
+          (study_dir / probe_path).write_text(json.dumps(probe, indent=1, sort_keys=True))
+  text = doc.read_text(encoding="utf-8")
+  documented = doc_tables(text)
+  stale += [f"{doc}: table {name}" for name in documented
+            if name in tables and documented[name] != tables[name]]
+  stale += [f"{doc}: table {name} missing" for name in tables if name not in documented]
+  if FLAGS.write:
+    doc.write_text(rewrite_doc(text, tables), encoding="utf-8")
+    for line in stale:
+      print(f"updated: {line}")
+    return 0
+  for line in stale:
+    print(f"stale: {line}", file=sys.stderr)
+  return 1 if stale else 0
+
+
+if __name__ == "__main__":
+  cli.run(main, "learning_analysis.py")
