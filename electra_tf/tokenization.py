@@ -31,7 +31,7 @@ import dataclasses
 import functools
 import os
 import unicodedata
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -388,15 +388,25 @@ class FastTokenizer:
 
     self._tokenize = tokenize
 
-  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
-    """Token ids of each line, as FullTokenizer.tokenize_to_ids gives them."""
+  def tokenize_to_arrays(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """Token ids of the lines as flat ids and row splits (line i: ids
+    [splits[i]:splits[i + 1]]), NumPy int64 arrays."""
     if not lines:
-      return []
+      return np.zeros([0], np.int64), np.zeros([1], np.int64)
     flat_ids, row_splits = self._tokenize(
         np.array([line.encode("utf-8") for line in lines], dtype=object))
-    flat_ids = flat_ids.numpy().tolist()
-    row_splits = row_splits.numpy().tolist()
-    return [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
+    return flat_ids.numpy(), row_splits.numpy()
+
+  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
+    """Token ids of each line, as FullTokenizer.tokenize_to_ids gives them."""
+    return ids_lists(*self.tokenize_to_arrays(lines))
+
+
+def ids_lists(flat_ids: np.ndarray, row_splits: np.ndarray) -> List[List[int]]:
+  """The lists of ids of `tokenize_to_arrays`' lines."""
+  flat_ids = flat_ids.tolist()
+  row_splits = row_splits.tolist()
+  return [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
 
 
 def candidates_mask(input_ids: tf.Tensor, input_mask: tf.Tensor,
