@@ -391,7 +391,7 @@ def uninterrupted(corpus_dir, bert_vocab, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("point, count, how", [
     ("tfrecords_writing", 4, "kill"),  # between two progress notes, in a file
-    ("tfrecords_checkpoint", 5, "kill"),  # just after a note (the second job's)
+    ("tfrecords_checkpoint", 5, "kill"),  # just after a note, inside a file
     ("tfrecords_finishing", 1, "kill"),  # one output file renamed, two not
     ("tfrecords_writing", 2, "interrupt"),  # Ctrl-C
 ])

@@ -5,8 +5,8 @@
         --workers=1,2 --official_dir=/path/to/google-research/electra \\
         --official_processes=1,2 --json_out=results.json
 
-makes a corpus of --copies copies of --corpus_dir's files (hard links, under
---work_dir), then builds TFRecords from it with `data_prep/build_tfrecords.py`
+makes a corpus of --copies copies of --corpus_dir's files (hard links in one
+flat folder under --work_dir, as the official script reads no subfolders), then builds TFRecords from it with `data_prep/build_tfrecords.py`
 once per --workers entry (`--num_workers`; one job, as the official script
 with one process) and, when --official_dir names a checkout of
 google-research/electra, with its `build_pretraining_dataset.py` once per
@@ -18,8 +18,10 @@ start-up included).
 Printed and written (--json_out) per build: wall seconds, examples/s,
 tokens/s (the word pieces of the corpus, which both scripts see alike, from
 our summary), the peak of the summed resident memory of the build's process
-tree (sampled every 0.1 s, with psutil) and the load average of the machine
-when it ended (other work on the machine slows every figure).
+tree (sampled every 0.1 s from /proc, Linux) and the load average of the machine
+when it ended (other work on the machine slows every figure). For our builds,
+also the steady rate: examples/s between the first and the last progress line
+(every 20 s), which leaves out the start-up (imports, workers, tracing).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ import sys
 import time
 
 from absl import flags
-import psutil
 
 from electra_tf import cli
 
@@ -57,6 +58,7 @@ flags.mark_flags_as_required(["corpus_dir", "vocab_file"])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SUMMARY = re.compile(r"Wrote (\d+) examples .*tokens: (\d+)", re.S)
+_PROGRESS = re.compile(r" (\d+) examples, \d+ tokens/s, elapsed (\d+)s")
 
 
 def make_corpus(source: str, copies: int, target: str) -> int:
@@ -68,8 +70,10 @@ def make_corpus(source: str, copies: int, target: str) -> int:
         if name.startswith("."):
           continue
         path = os.path.join(root, name)
-        dest = os.path.join(target, f"copy{copy}", os.path.relpath(path, source))
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        # One flat folder: the official script lists the corpus dir, not its tree.
+        dest = os.path.join(target, f"copy{copy}_" + os.path.relpath(path, source).replace(
+            os.sep, "_"))
+        os.makedirs(target, exist_ok=True)
         try:
           os.link(path, dest)
         except OSError:
@@ -78,40 +82,44 @@ def make_corpus(source: str, copies: int, target: str) -> int:
   return total
 
 
-def run(command, cwd) -> dict:
+def tree_rss(pid: int) -> int:
+  """Resident bytes of process `pid` and all its descendants (/proc)."""
+  parents, rss = {}, {}
+  page = os.sysconf("SC_PAGE_SIZE")
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+      with open(f"/proc/{entry}/statm", encoding="ascii") as f:
+        rss[int(entry)] = int(f.read().split()[1]) * page
+      parents[int(entry)] = int(fields[1])
+    except (OSError, IndexError, ValueError):
+      continue  # ended meanwhile
+  tree, frontier = {pid}, [pid]
+  while frontier:
+    parent = frontier.pop()
+    for child, its_parent in parents.items():
+      if its_parent == parent and child not in tree:
+        tree.add(child)
+        frontier.append(child)
+  return sum(rss.get(p, 0) for p in tree)
+
+
+def run(command, cwd, log_path) -> dict:
   """Runs a build; its wall time, peak tree memory and output."""
   start = time.time()
-  process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True,
-                             env=dict(os.environ, PYTHONPATH=REPO))
-  root = psutil.Process(process.pid)
-  peak = 0
-  output = []
-
-  def sample():
-    nonlocal peak
-    try:
-      tree = [root, *root.children(recursive=True)]
-      rss = 0
-      for p in tree:
-        try:
-          rss += p.memory_info().rss
-        except psutil.Error:
-          pass
-      peak = max(peak, rss)
-    except psutil.Error:
-      pass
-
-  os.set_blocking(process.stdout.fileno(), False)
-  while process.poll() is None:
-    sample()
-    chunk = process.stdout.read()
-    if chunk:
-      output.append(chunk)
-    time.sleep(0.1)
-  output.append(process.stdout.read() or "")
+  with open(log_path, "w", encoding="utf-8") as log:
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                               env=dict(os.environ, PYTHONPATH=REPO))
+    peak = 0
+    while process.poll() is None:
+      peak = max(peak, tree_rss(process.pid))
+      time.sleep(0.1)
   wall = time.time() - start
-  text = "".join(output)
+  with open(log_path, encoding="utf-8") as log:
+    text = log.read()
   if process.returncode:
     raise SystemExit(f"{command[1]} failed ({process.returncode}):\n{text[-3000:]}")
   return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak / 2**20),
@@ -140,10 +148,15 @@ def main() -> int:
     result = run([sys.executable, "data_prep/build_tfrecords.py", f"--corpus_dir={corpus}",
                   f"--vocab_file={vocab}", f"--output_dir={out}", "--seed=1",
                   f"--num_out_files={FLAGS.num_out_files}", f"--num_workers={workers}",
-                  f"--max_seq_length={FLAGS.max_seq_length}"], REPO)
-    examples, tokens = map(int, _SUMMARY.search(result.pop("output")).groups())
+                  f"--max_seq_length={FLAGS.max_seq_length}"], REPO, out + ".log")
+    output = result.pop("output")
+    examples, tokens = map(int, _SUMMARY.search(output).groups())
+    progress = [(int(e), int(s)) for e, s in _PROGRESS.findall(output)]
+    steady = None
+    if len(progress) >= 2 and progress[-1][1] > progress[0][1]:
+      steady = round((progress[-1][0] - progress[0][0]) / (progress[-1][1] - progress[0][1]))
     results["builds"].append({"script": "ours", "processes": workers, "examples": examples,
-                              "tokens": tokens, **result})
+                              "tokens": tokens, "steady_examples_per_s": steady, **result})
     shutil.rmtree(out)
   if FLAGS.official_dir:
     for processes in map(int, FLAGS.official_processes):
@@ -151,7 +164,8 @@ def main() -> int:
       result = run([sys.executable, "build_pretraining_dataset.py",
                     f"--corpus-dir={corpus}", f"--vocab-file={vocab}",
                     f"--output-dir={out}", f"--num-processes={processes}",
-                    f"--max-seq-length={FLAGS.max_seq_length}"], FLAGS.official_dir)
+                    f"--max-seq-length={FLAGS.max_seq_length}"], FLAGS.official_dir,
+                   out + ".log")
       result.pop("output")
       results["builds"].append({"script": "official", "processes": processes,
                                 "examples": count_records(os.path.join(out, "*")),
@@ -159,13 +173,15 @@ def main() -> int:
       shutil.rmtree(out)
   print(f"{results['machine']}, {results['date']}; corpus: {results['corpus_files']} files, "
         f"{corpus_bytes / 2**20:.1f} MB")
-  print("| script | processes | wall s | examples/s | tokens/s | peak memory MB | load |")
-  print("|---|---|---|---|---|---|---|")
+  print("| script | processes | wall s | examples/s | tokens/s | steady examples/s | "
+        "peak memory MB | load |")
+  print("|---|---|---|---|---|---|---|---|")
   for build in results["builds"]:
     build["examples_per_s"] = round(build["examples"] / build["wall_s"])
     build["tokens_per_s"] = round(build["tokens"] / build["wall_s"]) if build["tokens"] else None
     print(f"| {build['script']} | {build['processes']} | {build['wall_s']:.1f} | "
           f"{build['examples_per_s']:,} | {build['tokens_per_s']:,} | "
+          f"{build.get('steady_examples_per_s') or '-'} | "
           f"{build['peak_rss_mb']:,} | {build['load_average_1min']} |")
   if FLAGS.json_out:
     with open(FLAGS.json_out, "w", encoding="utf-8") as f:

@@ -44,8 +44,8 @@ Workers start from a fork server that has imported TensorFlow once.
 Resuming: the output dir holds `BUILD_RECORD`, the build's settings (corpus
 files and sizes, the vocab's SHA-256, every option that changes the records)
 and its progress. About every `checkpoint_bytes` of input (for OpenWebText at
-an archive's end) the records written so far are flushed to disk and the
-record notes, per job, the position in its files and the state of its random
+an archive's end) the records written so far are flushed (to the operating
+system, which keeps them when the process is killed) and the record notes, per job, the position in its files and the state of its random
 generators and example builder, and the size of every output file. A rerun
 of the same command (after a kill -9, a Ctrl-C or a crash) cuts the outputs
 back to the last noted sizes and goes on from there, so that the result is
@@ -76,11 +76,13 @@ import random
 import re
 import signal
 import sys
+import threading
 import time
 from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from electra_tf import fileio
 from electra_tf import stop_points
+from electra_tf import vocabulary
 from electra_tf.errors import DataError, TrainingError
 from electra_tf.pretrain import corpus as corpus_lib
 
@@ -358,9 +360,17 @@ def _make_tokenizer(options: BuildOptions):
 _worker_tokenizer = None  # in a worker process: its tokenizer
 
 
-def _start_worker(options: BuildOptions) -> None:
+def _watch_main_process(pid: int) -> None:
+  """Ends this worker once the main process is gone (killed with -9, say)."""
+  while fileio.process_alive(pid):
+    time.sleep(1.0)
+  os._exit(1)  # pylint: disable=protected-access
+
+
+def _start_worker(options: BuildOptions, main_pid: int) -> None:
   global _worker_tokenizer
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process cleans up
+  threading.Thread(target=_watch_main_process, args=(main_pid,), daemon=True).start()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(1)  # one core a worker
   tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -413,16 +423,28 @@ def _tokenized_in_thread(chunks: Iterator, options: BuildOptions) -> Iterator:
       yield pending.result()
 
 
-def _tokenized_by_workers(chunks: Iterator, options: BuildOptions) -> Iterator:
-  """(job, chunk) pairs with the chunks tokenized by `num_workers` processes,
-  in order, at most two chunks a worker ahead of the caller."""
+def _worker_ready() -> None:
+  """A first task: returns once the worker has started (its tokenizer built)."""
+
+
+def _start_workers(options: BuildOptions) -> concurrent.futures.ProcessPoolExecutor:
+  """`num_workers` tokenizing processes, starting in the background."""
   context = multiprocessing.get_context("forkserver")
   # Workers fork from a server that imported TensorFlow (not yet running):
   # one import, not one a worker.
   context.set_forkserver_preload(["electra_tf.tokenization"])
   pool = concurrent.futures.ProcessPoolExecutor(
       options.num_workers, mp_context=context, initializer=_start_worker,
-      initargs=(options,))
+      initargs=(options, os.getpid()))
+  for _ in range(options.num_workers):  # one process each (started on demand)
+    pool.submit(_worker_ready)
+  return pool
+
+
+def _tokenized_by_workers(chunks: Iterator, options: BuildOptions,
+                          pool: concurrent.futures.ProcessPoolExecutor) -> Iterator:
+  """(job, chunk) pairs with the chunks tokenized by the worker processes,
+  in order, at most two chunks a worker ahead of the caller."""
   pending: Deque = collections.deque()
   try:
     for item in chunks:
@@ -441,8 +463,6 @@ def _tokenized_by_workers(chunks: Iterator, options: BuildOptions) -> Iterator:
   except concurrent.futures.process.BrokenProcessPool as e:
     raise TrainingError(f"a tokenizing worker process died ({e}); rerun the same "
                         "command to go on from the last progress note") from None
-  finally:
-    pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ------------------------------------------------------------------ record
@@ -722,12 +742,14 @@ class _Job:
             (chunk.end_of_file or not self.options.openwebtext))
 
   def note(self, done: bool = False) -> None:
-    """Flushes the records to disk and notes the job's progress."""
+    """Hands the records written so far to the operating system (which keeps
+    them when the process is killed) and notes the job's progress. Not
+    fsync'ed: a thousand output files would cost seconds a note; after a
+    machine crash, a piece shorter than noted stops the rerun
+    (`_cut_back_segments`)."""
     for writer, path, index, segment in zip(self.writers, self.paths, self.outputs,
                                             self.segments):
       writer.flush()
-      with open(path, "rb") as f:
-        os.fsync(f.fileno())
       self.record["segments"][str(index)][segment:] = [os.path.getsize(path)]
     builder = self.builder.state()
     builder["lines"] = [[len(line), line.varints.hex()] for line in builder["lines"]]
@@ -748,16 +770,19 @@ def _run_jobs(record: Dict[str, object], corpus_files: Sequence[str],
               options: BuildOptions) -> int:
   """Runs the jobs not done, noting progress in the record; returns the
   tokens read by this run."""
-  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
-  vocab = tokenization.load_vocab(options.vocab_file)
-  special = tokenization.special_ids(vocab, options.vocab_file)
+  pool = _start_workers(options) if options.num_workers > 1 else None
+  vocab = vocabulary.load_vocab(options.vocab_file)
+  special = vocabulary.special_ids(vocab, options.vocab_file)
   encoder = ExampleEncoder(max(vocab.values()) + 1, special.cls_id, special.sep_id,
                            options.max_seq_length)
   progress = _Progress(record, corpus_files)
-  tokenized = (_tokenized_by_workers if options.num_workers > 1 else _tokenized_in_thread)
+  chunks = _job_chunks(record, corpus_files, options)
   job = None
   try:
-    for job_id, chunk in tokenized(_job_chunks(record, corpus_files, options), options):
+    # Imported while the workers start (the TFRecord writers need it).
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+    for job_id, chunk in (_tokenized_in_thread(chunks, options) if pool is None
+                          else _tokenized_by_workers(chunks, options, pool)):
       if job is None or job.job_id != job_id:
         if job is not None:
           job.note(done=True)
@@ -781,6 +806,8 @@ def _run_jobs(record: Dict[str, object], corpus_files: Sequence[str],
   finally:
     if job is not None:
       job.close()
+    if pool is not None:
+      pool.shutdown(wait=True, cancel_futures=True)
   return progress.tokens
 
 
@@ -808,8 +835,6 @@ def _finish(record: Dict[str, object], options: BuildOptions) -> List[str]:
             block = piece.read(min(remaining, 1 << 24))
             out.write(block)
             remaining -= len(block)
-      out.flush()
-      os.fsync(out.fileno())
     os.replace(first, os.path.join(options.output_dir, name))
     for segment in range(1, len(sizes)):
       os.remove(_segment_path(options, index, segment))
@@ -899,9 +924,7 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
   _check_options(options)
   corpus_files = corpus_lib.list_corpus_files(
       corpus_files_or_dir, "--openwebtext_dir" if openwebtext else "--corpus_dir")
-  from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
-  tokenization.special_ids(tokenization.load_vocab(options.vocab_file),
-                           options.vocab_file)
+  vocabulary.special_ids(vocabulary.load_vocab(options.vocab_file), options.vocab_file)
   corpus_root = (os.fspath(corpus_files_or_dir)
                  if isinstance(corpus_files_or_dir, (str, os.PathLike)) else None)
   settings = _settings(options, corpus_files, corpus_root)
