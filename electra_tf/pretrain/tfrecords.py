@@ -436,8 +436,14 @@ def _start_workers(options: BuildOptions) -> concurrent.futures.ProcessPoolExecu
   pool = concurrent.futures.ProcessPoolExecutor(
       options.num_workers, mp_context=context, initializer=_start_worker,
       initargs=(options, os.getpid()))
-  for _ in range(options.num_workers):  # one process each (started on demand)
-    pool.submit(_worker_ready)
+
+  def start() -> None:  # one process a task (started on demand)
+    for _ in range(options.num_workers):
+      pool.submit(_worker_ready)
+
+  # A first submit waits for the fork server's imports: in a thread, so that
+  # this process imports TensorFlow meanwhile.
+  threading.Thread(target=start, daemon=True).start()
   return pool
 
 
