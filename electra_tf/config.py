@@ -32,7 +32,7 @@ import os
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 from electra_tf.errors import ConfigError
-from electra_tf.vocab_file import load_vocab
+from electra_tf.vocabulary import load_vocab
 
 MODEL_SIZES = ("small", "base", "large")
 # --strategy values (distribution.create_strategy); fine-tuning runs on one host.

@@ -12,8 +12,12 @@ and kills it there, exactly in the act.  The points:
 
   checkpoint_written  a training checkpoint's files are complete and the
                       `checkpoint` state file does not name them yet
-  tfrecords_writing   the TFRecord builder has written examples into its
-                      hidden `.partial` files, none is renamed yet
+  tfrecords_writing   the TFRecord builder has written a chunk's examples
+                      into its hidden `.partial` files, none is renamed yet
+  tfrecords_checkpoint the TFRecord builder has noted its progress (the
+                      records flushed, the build record replaced)
+  tfrecords_finishing the TFRecord builder has joined and renamed one
+                      output file, the others not yet
   eval_batch          the pre-training eval has run its first batch, no
                       result is written yet
   export_written      a SavedModel is complete in its temporary directory,
@@ -31,8 +35,8 @@ import time
 from typing import Dict
 
 ENV_VAR = "ELECTRA_TF_STOP_AT"
-POINTS = ("checkpoint_written", "tfrecords_writing", "eval_batch", "export_written",
-          "step_logged")
+POINTS = ("checkpoint_written", "tfrecords_writing", "tfrecords_checkpoint",
+          "tfrecords_finishing", "eval_batch", "export_written", "step_logged")
 
 _counts: Dict[str, int] = {}
 

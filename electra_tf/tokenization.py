@@ -27,20 +27,16 @@ only (no Python), so SavedModels can hold them (electra_tf.serving_text).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import os
 import unicodedata
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.vocab_file import load_vocab  # noqa: F401  (the vocab API lives here too)
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_CHARS_PER_WORD = 200  # official WordpieceTokenizer.max_input_chars_per_word
 UNK_TOKEN = "[UNK]"
 WORDPIECE_PREFIX = "##"
@@ -49,21 +45,9 @@ _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 
 
 # ---------------------------------------------------------------- vocab
-@dataclasses.dataclass(frozen=True)
-class SpecialIds:
-  """Ids of the special tokens that data preparation and masking rely on."""
-  pad_id: int
-  unk_id: int
-  cls_id: int
-  sep_id: int
-  mask_id: int
-
-
-def check_vocab_size(vocab: Dict[str, int], vocab_size: int, vocab_file: str) -> None:
-  """The hparam vocab_size must be the vocab's number of entries."""
-  if len(vocab) != vocab_size:
-    raise DataError(f"hparam vocab_size: {vocab_size} differs from the {len(vocab)} "
-                    f"entries of {vocab_file}")
+# In a module without TensorFlow, for processes that read a vocab only.
+from electra_tf.vocabulary import (  # pylint: disable=g-import-not-at-top,unused-import
+    SPECIAL_TOKENS, SpecialIds, check_vocab_size, load_vocab, special_ids)
 
 
 def cased_pieces(vocab: Dict[str, int]) -> List[str]:
@@ -88,17 +72,6 @@ def check_vocab_casing(vocab: Dict[str, int], do_lower_case: bool, vocab_file: s
     raise ConfigError(f"{source}: false, but {vocab_file} is an uncased vocab (no "
                       "piece has an upper-case letter); give a cased vocab or set "
                       "do_lower_case true")
-
-
-def special_ids(vocab: Dict[str, int], path: str) -> SpecialIds:
-  """The special-token ids of `vocab` (read from `path`, named in errors)."""
-  missing = [token for token in SPECIAL_TOKENS if token not in vocab]
-  if missing:
-    raise DataError(f"vocab file {path}: missing special token(s) "
-                    f"{', '.join(missing)} (needs all of {', '.join(SPECIAL_TOKENS)})")
-  return SpecialIds(pad_id=vocab["[PAD]"], unk_id=vocab["[UNK]"],
-                    cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"],
-                    mask_id=vocab["[MASK]"])
 
 
 # ------------------------------------------------------ character classes
@@ -399,15 +372,25 @@ class FastTokenizer:
 
     self._tokenize = tokenize
 
-  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
-    """Token ids of each line, as FullTokenizer.tokenize_to_ids gives them."""
+  def tokenize_to_arrays(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """Token ids of the lines as flat ids and row splits (line i: ids
+    [splits[i]:splits[i + 1]]), NumPy int64 arrays."""
     if not lines:
-      return []
+      return np.zeros([0], np.int64), np.zeros([1], np.int64)
     flat_ids, row_splits = self._tokenize(
         np.array([line.encode("utf-8") for line in lines], dtype=object))
-    flat_ids = flat_ids.numpy().tolist()
-    row_splits = row_splits.numpy().tolist()
-    return [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
+    return flat_ids.numpy(), row_splits.numpy()
+
+  def tokenize_to_ids(self, lines: Sequence[str]) -> List[List[int]]:
+    """Token ids of each line, as FullTokenizer.tokenize_to_ids gives them."""
+    return ids_lists(*self.tokenize_to_arrays(lines))
+
+
+def ids_lists(flat_ids: np.ndarray, row_splits: np.ndarray) -> List[List[int]]:
+  """The lists of ids of `tokenize_to_arrays`' lines."""
+  flat_ids = flat_ids.tolist()
+  row_splits = row_splits.tolist()
+  return [flat_ids[a:b] for a, b in zip(row_splits, row_splits[1:])]
 
 
 def candidates_mask(input_ids: tf.Tensor, input_mask: tf.Tensor,

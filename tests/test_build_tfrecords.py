@@ -4,6 +4,7 @@ fast/reference tokenizer equivalence, inputs, errors and interruption."""
 import gzip
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from electra_tf.pretrain import corpus as corpus_lib
 from electra_tf.pretrain import tfrecords as builder_lib
 from electra_tf.pretrain.tfrecords import ExampleBuilder
 from electra_tf import stop_points
@@ -118,6 +120,33 @@ def test_encoder_bytes_equal_deterministic_tf_example():
           name: tf.train.Feature(int64_list=tf.train.Int64List(value=values))
           for name, values in zip(("input_ids", "input_mask", "segment_ids"), example)}))
       assert encoder.encode(example) == proto.SerializeToString(deterministic=True)
+
+
+def test_encoded_lines_give_the_bytes_of_id_lists():
+  # Varints of 1 to 4 bytes; cuts inside and between lines; with and without B.
+  rng = random.Random(1)
+  vocab_size = 1 << 17
+  for length in (5, 16, 64):
+    encoder = builder_lib.ExampleEncoder(vocab_size, CLS, SEP, length)
+    for _ in range(200):
+      lines = [[rng.choice((rng.randrange(128), rng.randrange(1 << 14), rng.randrange(1 << 17)))
+                for _ in range(rng.randrange(0, 12))] for _ in range(rng.randrange(1, 6))]
+      flat = [i for line in lines for i in line]
+      splits = [0]
+      for line in lines:
+        splits.append(splits[-1] + len(line))
+      encoded = builder_lib.lines_of(*builder_lib.encoded_lines(flat, splits))
+      assert [len(line) for line in encoded] == [len(line) for line in lines]
+      cut = rng.randrange(1, len(lines) + 1)
+      first_length = min(sum(map(len, lines[:cut])), rng.randrange(0, length - 1))
+      second_length = min(sum(map(len, lines[cut:])),
+                          max(0, length - first_length - 3 - rng.randrange(3)))
+      builder = ExampleBuilder(length, CLS, SEP, rng)
+      expected = builder._pack_lists(lines[:cut], first_length, lines[cut:], second_length)
+      record, tokens, single = encoder.encode_lines(encoded[:cut], first_length,
+                                                    encoded[cut:], second_length)
+      assert record == encoder.encode(expected)
+      assert (tokens, single) == (sum(expected[1]), not any(expected[2]))
 
 
 # ----------------------------------------------------------- real text builds
@@ -231,7 +260,7 @@ def test_blank_lines_gz_invalid_utf8_and_empty_files(bert_vocab, tmp_path):
                read_records(output_files(tmp_path / "out")))
   assert got == sorted(texts) and summary["documents"] == 3
   # Without blank-line documents the two lines of a.txt share an example.
-  summary = builder_lib.build_tfrecords(corpus, bert_vocab, tmp_path / "out",
+  summary = builder_lib.build_tfrecords(corpus, bert_vocab, tmp_path / "out2",
                                         num_out_files=1, max_seq_length=16, seed=0,
                                         blanks_separate_docs=False, skip_invalid_utf8=True)
   assert summary["examples"] == summary["documents"] == 2
@@ -243,7 +272,8 @@ def test_stale_outputs_removed_others_kept(corpus_dir, bert_vocab, tmp_path):
   builder_lib.build_tfrecords([corpus_dir / "gutenberg" / "31251-0.txt"], bert_vocab,
                               tmp_path, num_out_files=2, seed=0)
   assert sorted(p.name for p in tmp_path.iterdir()) == [
-      "notes.txt", "pretrain_data.tfrecord-0-of-2", "pretrain_data.tfrecord-1-of-2"]
+      builder_lib.BUILD_RECORD, "notes.txt", "pretrain_data.tfrecord-0-of-2",
+      "pretrain_data.tfrecord-1-of-2"]
 
 
 # ----------------------------------------------------------------- errors
@@ -290,28 +320,156 @@ def test_cli_error_is_one_line(corpus_dir, tmp_path):
   assert "Traceback" not in stderr and not (tmp_path / "out").exists()
 
 
+# ------------------------------------------------- the official line rule
+GFILE_CASES = {
+    "stray carriage return": b"inner\rcarriage return\r\nnext line\n",
+    "crlf": b"x\r\ny\r\n\r\nz\r\n",
+    "old mac file": b"one\rtwo\rthree\r",
+    "lone cr at the end": b"abc\ndef\r",
+    "only cr": b"\r",
+    "crs and blank lines": b"a\r\r\n\r\n\n\rb\r\n\r",
+    "no final newline": b"a\nb",
+    "other separators": "a\u2028b\x85c\x0bd\x0ce \r f\n".encode(),
+    "cr between bytes of a character": b"caf\xc3\r\xa9\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GFILE_CASES))
+def test_lines_are_read_as_gfile_reads_them(name, tmp_path):
+  data = GFILE_CASES[name]
+  (tmp_path / "plain.txt").write_bytes(data)
+  with gzip.open(tmp_path / "packed.gz", "wb") as f:
+    f.write(data)
+  with tf.io.gfile.GFile(str(tmp_path / "plain.txt")) as f:
+    official = [line.strip() for line in f]  # the official builder's reading
+  for path in ("plain.txt", "packed.gz"):
+    chunks = list(corpus_lib.read_corpus_lines(str(tmp_path / path)))
+    assert [line for chunk in chunks for line in chunk.lines] == official, path
+
+
+def test_a_carriage_return_inside_a_line_is_deleted(bert_vocab, tmp_path):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_bytes(b"the inner\rcarriage\r\n")
+  builder_lib.build_tfrecords(tmp_path / "corpus", bert_vocab, tmp_path / "out",
+                              num_out_files=1, max_seq_length=8, seed=0, log=lambda _: None)
+  vocab = tokenization.load_vocab(bert_vocab)
+  (input_ids, _, _), = read_records(output_files(tmp_path / "out"))
+  assert input_ids == [CLS, vocab["the"], vocab["inner"], vocab["##carriage"], SEP, 0, 0, 0]
+
+
+# ----------------------------------------------------- resuming, workers
+def resume_corpus(corpus_dir, tmp_path):
+  """Three files (one gzipped) of 4,000 to 22,000 lines: chunks within files."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  for name in ("pg2701.txt", "31251-0.txt"):
+    (corpus / name).write_bytes((corpus_dir / "gutenberg" / name).read_bytes())
+  with gzip.open(corpus / "43790-0.txt.gz", "wb") as f:
+    f.write((corpus_dir / "gutenberg" / "43790-0.txt").read_bytes())
+  return corpus
+
+
+RESUME_SETTINGS = {"num_out_files": 3, "num_processes": 2, "seed": 4, "max_seq_length": 64}
+
+
+def build_flags(corpus, vocab, out):
+  return [f"--corpus_dir={corpus}", f"--vocab_file={vocab}", f"--output_dir={out}",
+          "--num_workers=1", "--checkpoint_every_mb=0.05",
+          *(f"--{name}={value}" for name, value in RESUME_SETTINGS.items())]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus_dir, bert_vocab, tmp_path_factory):
+  """(corpus, the files of an uninterrupted build with RESUME_SETTINGS)."""
+  root = tmp_path_factory.mktemp("uninterrupted")
+  corpus = resume_corpus(corpus_dir, root)
+  builder_lib.build_tfrecords(corpus, bert_vocab, root / "out", log=lambda _: None,
+                              checkpoint_every_mb=1e6, **RESUME_SETTINGS)
+  return corpus, {p.name: p.read_bytes() for p in output_files(root / "out")}
+
+
 @pytest.mark.slow
-def test_interrupted_build_leaves_no_file(corpus_dir, bert_vocab, tmp_path):
-  # Deterministic, however slow the machine: the build freezes itself
-  # (stop point) once it has written examples into its .partial files; the
-  # SIGINT is sent while it is frozen and delivered when it continues.
+@pytest.mark.parametrize("point, count, how", [
+    ("tfrecords_writing", 4, "kill"),  # between two progress notes, in a file
+    ("tfrecords_checkpoint", 5, "kill"),  # just after a note, inside a file
+    ("tfrecords_finishing", 1, "kill"),  # one output file renamed, two not
+    ("tfrecords_writing", 2, "interrupt"),  # Ctrl-C
+])
+def test_a_rerun_finishes_a_killed_build_identically(point, count, how, uninterrupted,
+                                                     bert_vocab, tmp_path):
+  corpus, expected = uninterrupted
   out = tmp_path / "out"
-  process = run_cli([f"--corpus_dir={corpus_dir}", f"--vocab_file={bert_vocab}",
-                     f"--output_dir={out}", "--num_out_files=2"],
-                    env=dict(os.environ, **stop_points.environment("tfrecords_writing")),
+  process = run_cli(build_flags(corpus, bert_vocab, out),
+                    env=dict(os.environ, **stop_points.environment(point, count)),
                     # A suite started in the background (`cmd &` in a script)
                     # inherits SIGINT ignored, and so would the build: give it
                     # the default disposition, as a terminal's Ctrl-C finds.
                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
-    assert len(list(out.glob(".*.partial"))) == 2
-    assert not list(out.glob(builder_lib.OUTPUT_PREFIX + "*"))
-    process.send_signal(signal.SIGINT)  # pending until the process continues
-    process.send_signal(signal.SIGCONT)
-    _, stderr = process.communicate(timeout=600)
+    if how == "kill":
+      process.kill()  # SIGKILL: no clean-up at all
+      process.wait(timeout=60)
+    else:
+      process.send_signal(signal.SIGINT)  # pending until the process continues
+      process.send_signal(signal.SIGCONT)
+      _, stderr = process.communicate(timeout=600)
+      assert process.returncode == 130, stderr[-2000:]
+      assert stderr.strip().splitlines()[-1].endswith(
+          "no output file was written; rerun the same command to finish the build")
   finally:
     process.kill()
-  assert process.returncode == 130, stderr[-2000:]
-  assert stderr.strip().splitlines()[-1].endswith("interrupted; no output file was written")
-  assert not out.exists()  # the build created it, and removed it
+  renamed = len(output_files(out))
+  assert renamed == (1 if point == "tfrecords_finishing" else 0)
+  # Other settings are refused, in one line, and change nothing.
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+  with pytest.raises(DataError, match=(
+      f"^--output_dir {out}: holds an unfinished build with other settings "
+      r"\(max_seq_length: 64 there, 128 here\); use another --output_dir")):
+    builder_lib.build_tfrecords(corpus, bert_vocab, out, num_workers=1,
+                                **{**RESUME_SETTINGS, "max_seq_length": 128})
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  logs = []
+  summary = builder_lib.build_tfrecords(corpus, bert_vocab, out, num_workers=1,
+                                        log=logs.append, checkpoint_every_mb=0.05,
+                                        **RESUME_SETTINGS)
+  assert logs[0].startswith(f"Resuming the unfinished build in {out}")
+  assert {p.name: p.read_bytes() for p in output_files(out)} == expected  # byte for byte
+  assert sorted(p.name for p in out.iterdir()) == sorted(
+      [builder_lib.BUILD_RECORD, *expected])  # no piece left
+  assert summary["files"] == 3 and summary["examples"] == sum(
+      len(read_records([out / name])) for name in expected)
+  # The same command once more: nothing to do.
+  logs = []
+  builder_lib.build_tfrecords(corpus, bert_vocab, out, num_workers=1, log=logs.append,
+                              **RESUME_SETTINGS)
+  assert logs[0].startswith(f"Already built {summary['examples']} examples")
+
+
+def test_other_settings_are_refused_on_a_finished_build(corpus_dir, bert_vocab, tmp_path):
+  book = [corpus_dir / "gutenberg" / "31251-0.txt"]
+  builder_lib.build_tfrecords(book, bert_vocab, tmp_path, num_out_files=1, seed=1,
+                              log=lambda _: None)
+  before = (tmp_path / "pretrain_data.tfrecord-0-of-1").read_bytes()
+  for kwargs, message in [
+      ({"seed": 2}, "seed: 1 there, 2 here"),
+      ({"seed": 1, "do_lower_case": False}, "do_lower_case: true there, false here"),
+      ({"seed": 1, "num_out_files": 2}, "num_out_files: 1 there, 2 here"),
+  ]:
+    with pytest.raises(DataError, match=re.escape(
+        f"--output_dir {tmp_path}: holds a finished build with other settings ({message})")):
+      builder_lib.build_tfrecords(book, bert_vocab, tmp_path, **{"num_out_files": 1, **kwargs})
+  other = tmp_path / "vocab.txt"
+  other.write_bytes(bert_vocab.read_bytes() + b"zzextrazz\n")
+  with pytest.raises(DataError, match="other settings \\(vocab_sha256: "):
+    builder_lib.build_tfrecords(book, other, tmp_path, num_out_files=1, seed=1)
+  assert (tmp_path / "pretrain_data.tfrecord-0-of-1").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_workers_write_the_bytes_of_one_process(uninterrupted, bert_vocab, tmp_path):
+  # Two tokenizing processes; a file of six chunks is shared between them.
+  corpus, expected = uninterrupted
+  builder_lib.build_tfrecords(corpus, bert_vocab, tmp_path, num_workers=2,
+                              log=lambda _: None, **RESUME_SETTINGS)
+  assert {p.name: p.read_bytes() for p in output_files(tmp_path)} == expected

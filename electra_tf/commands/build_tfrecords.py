@@ -5,10 +5,12 @@ and, with --openwebtext_dir, build_openwebtext_pretraining_dataset.py).
       --vocab_file=FILE --output_dir=DIR [--max_seq_length=128] [--num_processes=1] \
       [--num_out_files=1000] [--noblanks_separate_docs] [--nodo_lower_case] \
       [--nostrip_accents] [--seed=N] [--tokenizer=fast|reference] \
-      [--skip_invalid_utf8]
+      [--skip_invalid_utf8] [--num_workers=CORES] [--checkpoint_every_mb=64]
 
 What it reads and writes: electra_tf/pretrain/tfrecords.py.  Ctrl-C (or
-SIGTERM) stops it with exit status 130 and no file under a final name.
+SIGTERM, or kill -9) stops it with no file under a final name (exit status
+130); the same command again finishes what is missing, and the result is
+byte for byte that of an uninterrupted build.
 """
 
 import signal
@@ -27,7 +29,16 @@ flags.DEFINE_string("openwebtext_dir", None,
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab, one token per line.")
 flags.DEFINE_string("output_dir", None, "Where the TFRecords are written.")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-flags.DEFINE_integer("num_processes", 1, "Parallel processes.")
+flags.DEFINE_integer("num_processes", 1,
+                     "As official: the output of this many processes (job j reads the "
+                     "files i with i % N == j and writes the output files i with "
+                     "i % N == j). The work runs on --num_workers processes.")
+flags.DEFINE_integer("num_workers", None,
+                     "Tokenizing processes (default: the cores this process may use); "
+                     "the output is the same for any number.")
+flags.DEFINE_float("checkpoint_every_mb", tfrecords.CHECKPOINT_MB,
+                   "Note the progress (for a rerun to go on from) about every this many "
+                   "MB of input.")
 flags.DEFINE_integer("num_out_files", 1000, "Number of output files.")
 flags.DEFINE_bool("blanks_separate_docs", None,
                   "Blank lines end documents (default: yes; no with --openwebtext_dir, "
@@ -61,9 +72,12 @@ def main() -> int:
         num_processes=FLAGS.num_processes, blanks_separate_docs=FLAGS.blanks_separate_docs,
         do_lower_case=FLAGS.do_lower_case, strip_accents=FLAGS.strip_accents,
         seed=FLAGS.seed, tokenizer=FLAGS.tokenizer, skip_invalid_utf8=FLAGS.skip_invalid_utf8,
-        openwebtext=openwebtext)
+        openwebtext=openwebtext,
+        num_workers=FLAGS.num_workers or tfrecords.usable_cores(),
+        checkpoint_every_mb=FLAGS.checkpoint_every_mb)
   except KeyboardInterrupt:
-    print(f"{PROGRAM}: interrupted; no output file was written", file=sys.stderr)
+    print(f"{PROGRAM}: interrupted; no output file was written; rerun the same command "
+          "to finish the build", file=sys.stderr)
     return 130
   return 0
 

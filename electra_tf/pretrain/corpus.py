@@ -3,8 +3,9 @@
 Shared by the vocab learner (`pretrain.vocab`) and the TFRecord builder
 (`pretrain.tfrecords`), so that both read a corpus exactly alike: every
 non-hidden file under a directory (recursively, in sorted order) or the
-files listed, `*.gz` decompressed, lines split at b"\\n" only (as the
-official GFile reader), a line that is not valid UTF-8 an error naming the
+files listed, `*.gz` decompressed, lines read by the rule of TensorFlow's
+GFile line reader, which the official builder reads its corpus with (see
+`gfile_lines`), a line that is not valid UTF-8 an error naming the
 file, line and byte offset unless asked to skip and count such lines. The
 TFRecord builder also reads OpenWebText's xz-compressed tar archives of texts
 (`read_archive_lines`), each text read as a file is.
@@ -19,9 +20,9 @@ import lzma
 import os
 import random
 import tarfile
-from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from electra_tf.tokenization import DataError
+from electra_tf.errors import DataError
 
 CHUNK_LINES = 4096  # lines per chunk (the TFRecord builder tokenizes a chunk per call)
 
@@ -51,6 +52,38 @@ def list_corpus_files(corpus: Union[str, Sequence[str]],
   return files
 
 
+def gfile_lines(stream: Iterable[bytes]) -> Iterator[Tuple[bytes, bytes]]:
+  """The lines of a binary stream as TensorFlow's GFile reads them, each with
+  the bytes it took in the stream.
+
+  GFile (tf.io.gfile.GFile, whose line reader the official builder uses)
+  ends a line at b"\\n" only and deletes every b"\\r" byte, wherever it is:
+  b"a\\rb c\\r\\n" is the line b"ab c", an old Mac file (b"\\r" between lines,
+  no b"\\n") is one line of glued words, and a last line that holds nothing
+  but b"\\r" bytes is no line at all (GFile reads it as the end of the file).
+  The lines keep their b"\\n"; nothing else is changed (Unicode line
+  separators, b"\\x0b", b"\\x0c", b"\\x85" stay inside a line).
+  """
+  for raw_line in stream:
+    line = raw_line.replace(b"\r", b"")
+    if line:
+      yield line, raw_line
+
+
+def _offset_in_raw_line(raw_line: bytes, index: int) -> int:
+  """The position in `raw_line` of byte `index` of the line without b"\\r"."""
+  kept = [i for i, byte in enumerate(raw_line) if byte != 0x0D]
+  return kept[index] if index < len(kept) else len(raw_line)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPosition:
+  """Where reading a text stopped: after `line_no` lines, `offset` bytes into
+  its (decompressed) text."""
+  line_no: int = 0
+  offset: int = 0
+
+
 @dataclasses.dataclass
 class CorpusChunk:
   path: str  # the file on disk
@@ -61,6 +94,7 @@ class CorpusChunk:
   end_of_text: bool = False  # last chunk of a text (a file, or an archive member)
   end_of_file: bool = False  # last chunk of the file on disk
   token_ids: Optional[List[List[int]]] = None  # of the non-blank lines
+  position: TextPosition = TextPosition()  # in the text, after this chunk
 
   @property
   def text_name(self) -> str:
@@ -70,41 +104,48 @@ class CorpusChunk:
 
 def _text_chunks(stream: Iterable[bytes], raw: BinaryIO, path: str,
                  member: Optional[str], last_text: bool, chunk_lines: int,
-                 skip_invalid_utf8: bool) -> Iterator[CorpusChunk]:
+                 skip_invalid_utf8: bool, start: TextPosition = TextPosition()
+                 ) -> Iterator[CorpusChunk]:
   """The chunks of one text's lines, read from `stream` (`raw`: the file on
-  disk, for the position); its last chunk ends the file if `last_text`."""
-  line_no = 0
-  offset = 0  # of the current line in the (decompressed) text
+  disk, for the position); its last chunk ends the file if `last_text`.
+  `start`: where the stream stands in the text."""
+  line_no = start.line_no
+  offset = start.offset  # of the current line in the (decompressed) text
   chunk = CorpusChunk(path, [], [], member)
   try:
-    for raw_line in stream:
+    for line, raw_line in gfile_lines(stream):
       line_no += 1
       try:
-        chunk.lines.append(raw_line.decode("utf-8").strip())
+        chunk.lines.append(line.decode("utf-8").strip())
       except UnicodeDecodeError as e:
         if not skip_invalid_utf8:
           raise DataError(
               f"corpus file {chunk.text_name}: line {line_no} is not valid UTF-8 "
-              f"({e.reason} at byte offset {offset + e.start}); convert or remove the "
-              "file, or pass --skip_invalid_utf8 to skip such lines") from None
+              f"({e.reason} at byte offset {offset + _offset_in_raw_line(raw_line, e.start)}); "
+              "convert or remove the file, or pass --skip_invalid_utf8 to skip such lines"
+          ) from None
         chunk.invalid_line_numbers.append(line_no)
       offset += len(raw_line)
       if len(chunk.lines) >= chunk_lines:
         chunk.bytes_read = raw.tell()
+        chunk.position = TextPosition(line_no, offset)
         yield chunk
         chunk = CorpusChunk(path, [], [], member)
   except (OSError, EOFError) as e:
     raise DataError(f"corpus file {chunk.text_name}: unreadable after line {line_no} "
                     f"({e})") from None
   chunk.bytes_read = raw.tell()
+  chunk.position = TextPosition(line_no, offset)
   chunk.end_of_text = True
   chunk.end_of_file = last_text
   yield chunk
 
 
 def read_corpus_lines(path: str, chunk_lines: int = CHUNK_LINES,
-                      skip_invalid_utf8: bool = False) -> Iterator[CorpusChunk]:
-  """The lines of a text or .gz file, split at b"\\n" only (as official GFile).
+                      skip_invalid_utf8: bool = False,
+                      start: TextPosition = TextPosition()) -> Iterator[CorpusChunk]:
+  """The lines of a text or .gz file (of its decompressed text), by GFile's
+  rule (`gfile_lines`), from `start` (a chunk's `position`) on.
 
   A line that is not valid UTF-8 is a DataError naming the file, the line and
   the byte offset (in the decompressed text of a .gz file), unless
@@ -112,8 +153,13 @@ def read_corpus_lines(path: str, chunk_lines: int = CHUNK_LINES,
   """
   with open(path, "rb") as raw:
     stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+    try:
+      stream.seek(start.offset)  # a .gz file is decompressed up to there
+    except (OSError, EOFError) as e:
+      raise DataError(f"corpus file {path}: unreadable before byte offset "
+                      f"{start.offset} ({e})") from None
     yield from _text_chunks(stream, raw, path, None, True, chunk_lines,
-                            skip_invalid_utf8)
+                            skip_invalid_utf8, start)
 
 
 def read_archive_lines(path: str, rng: random.Random, chunk_lines: int = CHUNK_LINES,

@@ -26,9 +26,9 @@ from google.protobuf.message import DecodeError
 import tensorflow as tf
 
 from electra_tf.errors import DataError, error_message
+from electra_tf.pretrain.tfrecords import FEATURE_NAMES
 from electra_tf.tokenization import SpecialIds, candidates_mask
 
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 REPLACE_WITH_MASK_PROB = 0.85  # official: the other 15% keep their token
 _TRAIN_FILE_CYCLE = 4  # official num_cpu_threads: files read in parallel
 _TRAIN_SHUFFLE_BUFFER = 100  # official record shuffle buffer (train and eval)

@@ -140,6 +140,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   for part, records_dir in records_dirs.items():
     marker = os.path.join(records_dir, f".complete-seq{max_seq_length}")
     if not os.path.exists(marker):
+      tfrecords.forget_finished_build(records_dir)  # another max_seq_length's
       tfrecords.build_tfrecords(
           [corpus_files[part]], vocab_file, records_dir, max_seq_length=max_seq_length,
           num_out_files=4 if part == "train" else 1, num_processes=1,
