@@ -19,6 +19,7 @@ Batches (B examples, N = max_predictions_per_seq):
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -60,13 +61,18 @@ def decode_record(serialized: tf.Tensor, max_seq_length: int) -> Dict[str, tf.Te
 
 
 def find_tfrecords(file_patterns: str) -> List[str]:
-  """Files matching comma-separated glob patterns; each pattern must match."""
+  """Files matching comma-separated glob patterns; each pattern must match.
+
+  Hidden files (the builder's `.pretrain_data.build.json` record and
+  `.partial` files, which tf.io.gfile.glob's `*` matches) are never records.
+  """
   patterns = [p.strip() for p in file_patterns.split(",") if p.strip()]
   if not patterns:
     raise DataError("pretrain_tfrecords: no file pattern given")
   files: List[str] = []
   for pattern in patterns:
-    matches = sorted(tf.io.gfile.glob(pattern))
+    matches = sorted(path for path in tf.io.gfile.glob(pattern)
+                     if not os.path.basename(path).startswith("."))
     if not matches:
       raise DataError(f"pretrain_tfrecords: pattern {pattern} matches no file")
     files += [f for f in matches if f not in files]
