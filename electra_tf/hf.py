@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from electra_tf.config import ModelConfig
+from electra_tf.config import ModelConfig, SHAPE_KEYS
 from electra_tf.errors import ConfigError, DataError
 
 PARTS = ("discriminator", "generator", "encoder")
@@ -418,9 +418,15 @@ def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConf
 
 
 def card_hparams(config) -> Dict:
-  """The scalar hyperparameters of a PretrainingConfig, for the model card."""
-  return {k: v for k, v in config.to_dict().items()
-          if not isinstance(v, (dict, list)) or k == "model_hparam_overrides"}
+  """The scalar hyperparameters of a PretrainingConfig, for the model card,
+  with model_hparam_overrides spelled out to the discriminator's whole shape
+  (a resumed run's config holds the recorded shape, a first run's only what
+  the user gave: both must read the same)."""
+  hparams = {k: v for k, v in config.to_dict().items() if not isinstance(v, (dict, list))}
+  shape = config.encoder_config().to_dict()
+  hparams["model_hparam_overrides"] = {**{key: shape[key] for key in SHAPE_KEYS},
+                                       **config.model_hparam_overrides}
+  return hparams
 
 
 # The hparams a card lists first: what a reader of a model card looks for.

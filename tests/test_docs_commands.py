@@ -40,7 +40,7 @@ PAGES_NOT_RUN_YET = ["docs/finetuning.md", "docs/serving.md", "docs/huggingface.
                      "docs/operations.md", "docs/electric.md", "docs/learning.md"]
 # What the work directory links to in the checkout: what a user's clone has.
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
-                    "tools", "tests", "requirements.txt", "pyproject.toml"]
+                    "tools", "tests", "requirements.txt", "pyproject.toml", "pytest.ini"]
 
 TINY_TRAINING = ('"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8, '
                  '"model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 2}')
@@ -50,6 +50,10 @@ SUBSTITUTIONS = [
     ("*", "../shared/", f"{SHARED_DIR}/", "the shared data beside the checkout"),
     ("README.md", "pip install -r requirements.txt && ", "",
      "the tests run in the environment this install made (.ci/run runs it)"),
+    ("README.md", "python -m pytest -q tests", "python -m pytest -q tests/test_spans.py",
+     "the suite cannot run itself from inside itself: one test file, by the same command"),
+    ("README.md", '-m "not slow" tests', '-m "not slow" tests/test_spans.py',
+     "the fast tier, on one test file for the same reason"),
     ("*", "--vocab_size=30522", "--vocab_size=3000", "a vocab the small corpus fills"),
     ("*", '"num_train_steps": 100000, "num_warmup_steps": 10000, "train_batch_size": 128',
      TINY_TRAINING, "20 steps of batch 8 of a 2-layer, 128-wide model instead of 100,000 "

@@ -129,7 +129,8 @@ def test_export_cli_signature_errors(official_debug_fixture, tmp_path):
   run = _export_cli(checkpoint, f"--hparams={hparams}", f"--export_dir={tmp_path / 'x'}")
   assert run.returncode == 2
   assert run.stderr.strip().splitlines()[-1] == (
-      "electra_tf.export: error: --vocab_file is required for the text signature "
+      "electra_tf.export: error: --vocab_file is required for the text signature: there is "
+      f"no vocab.txt beside {official_debug_fixture / 'model.ckpt'} "
       "(or export the ids signature alone: --signatures=ids)")
   run = _export_cli(checkpoint, f"--hparams={hparams}", "--signatures=text",
                     f"--export_dir={tmp_path / 'x'}")

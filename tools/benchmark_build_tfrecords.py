@@ -41,20 +41,24 @@ from absl import flags
 from electra_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus_dir", None, "Text corpus to copy.")
-flags.DEFINE_integer("copies", 1, "Copies of the corpus in the benchmark corpus.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
-flags.DEFINE_list("workers", ["1", "2"], "--num_workers of each of our builds.")
-flags.DEFINE_string("official_dir", None,
-                    "A checkout of google-research/electra (optional).")
-flags.DEFINE_list("official_processes", ["1", "2"],
-                  "--num-processes of each official build.")
-flags.DEFINE_integer("num_out_files", 1000, "Our --num_out_files.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-flags.DEFINE_string("work_dir", "/tmp/benchmark_build_tfrecords",
-                    "Where the corpus and the outputs go (emptied first).")
-flags.DEFINE_string("json_out", None, "Write the results here too.")
-flags.mark_flags_as_required(["corpus_dir", "vocab_file"])
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("corpus_dir", None, "Text corpus to copy.")
+  flags.DEFINE_integer("copies", 1, "Copies of the corpus in the benchmark corpus.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
+  flags.DEFINE_list("workers", ["1", "2"], "--num_workers of each of our builds.")
+  flags.DEFINE_string("official_dir", None,
+                      "A checkout of google-research/electra (optional).")
+  flags.DEFINE_list("official_processes", ["1", "2"],
+                    "--num-processes of each official build.")
+  flags.DEFINE_integer("num_out_files", 1000, "Our --num_out_files.")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
+  flags.DEFINE_string("work_dir", "/tmp/benchmark_build_tfrecords",
+                      "Where the corpus and the outputs go (emptied first).")
+  flags.DEFINE_string("json_out", None, "Write the results here too.")
+  flags.mark_flags_as_required(["corpus_dir", "vocab_file"])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SUMMARY = re.compile(r"Wrote (\d+) examples .*tokens: (\d+)", re.S)
@@ -191,4 +195,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "benchmark_build_tfrecords")

@@ -182,7 +182,11 @@ def rewrite(text: str) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_boolean("write", False, "Rewrite the generated blocks (else only check them).")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_boolean("write", False, "Rewrite the generated blocks (else only check them).")
 
 
 def main(argv) -> int:
@@ -206,4 +210,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

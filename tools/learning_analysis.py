@@ -55,13 +55,18 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("study_dir", str(REPO / "docs" / "learning_study"),
-                    "Folder of the studies' results.json files.")
-flags.DEFINE_string("doc", str(REPO / "docs" / "learning.md"),
-                    "Markdown file whose analysis tables are checked / rewritten.")
-flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
-                    "Folder with <task>/ fine-tuning data (for the baselines).")
-flags.DEFINE_boolean("write", False, "Store the analysis and rewrite the tables.")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("study_dir", str(REPO / "docs" / "learning_study"),
+                      "Folder of the studies' results.json files.")
+  flags.DEFINE_string("doc", str(REPO / "docs" / "learning.md"),
+                      "Markdown file whose analysis tables are checked / rewritten.")
+  flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
+                      "Folder with <task>/ fine-tuning data (for the baselines).")
+  flags.DEFINE_boolean("write", False, "Store the analysis and rewrite the tables.")
+
 
 ALPHA = 0.05
 BASELINE_NAMES = "most frequent tag; Naive Bayes, counts / presence (majority class)"
@@ -656,4 +661,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "learning_analysis.py")

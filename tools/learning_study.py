@@ -75,52 +75,56 @@ EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy
              "disc_precision", "disc_recall", "disc_loss")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
-flags.DEFINE_string("corpus_dir", str(SHARED / "corpus"), "Pre-training text.")
-flags.DEFINE_string("heldout_file", "gutenberg/jnglb10.txt",
-                    "File under --corpus_dir kept out of training, for evaluation (or "
-                    "a file elsewhere, e.g. make_package_corpus's heldout/heldout.txt).")
-flags.DEFINE_string("vocab_file", str(SHARED / "vocab" / "bert_uncased_vocab.txt"),
-                    "The WordPiece vocab; empty: learn one of --vocab_size from the "
-                    "training text.")
-flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab learned when --vocab_file is empty.")
-flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
-                    "Folder with <task>/ fine-tuning data.")
-flags.DEFINE_list("task_text", [],
-                  "Fine-tuning tasks whose training text (all of it, labels dropped) "
-                  "joins the pre-training corpus: in-domain unlabelled text, as in "
-                  "semi-supervised learning. Their dev sets stay unseen.")
-flags.DEFINE_string("hparams", None, "Pre-training hparams over the study's model (JSON).")
-flags.DEFINE_integer("steps", 2000, "ELECTRA pre-training steps.")
-flags.DEFINE_list("eval_at", ["100", "250", "500", "1000", "2000"],
-                  "ELECTRA steps at which both models are evaluated.")
-flags.DEFINE_list("finetune_at", ["500", "2000"], "ELECTRA steps fine-tuned from.")
-flags.DEFINE_list("tasks", ["chunk", "sst"], "Fine-tuning tasks.")
-flags.DEFINE_integer("train_examples", 2000, "Training examples per task.")
-flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds.")
-flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_epochs": 3.0}',
-                    "Fine-tuning hparams (JSON) over the model's.")
-flags.DEFINE_string("finetuning_name", "",
-                    "Name of this fine-tuning setting (--train_examples and "
-                    "--finetuning_hparams), so that several settings share one work_dir's "
-                    "checkpoints: its runs go to work_dir/finetuning_NAME, its results to "
-                    "results.json's finetuning_NAME, its figure to downstream_NAME.png "
-                    "(empty: finetuning, downstream.png). A setting's runs are only "
-                    "resumed with the --train_examples and --finetuning_hparams they began with.")
-flags.DEFINE_boolean("masked_lm", True,
-                     "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
-                     "(--nomasked_lm: ELECTRA against random initialisation only).")
-flags.DEFINE_boolean("random_init", True,
-                     "Also fine-tune from a random initialisation (--norandom_init: only "
-                     "the checkpoints, e.g. for a further pre-training seed whose random "
-                     "initialisation runs another work_dir already holds: those do not "
-                     "depend on the pre-training seed).")
-flags.DEFINE_integer("stats_batches", 10,
-                     "Held-out batches over which the encoders' token vectors are measured.")
-flags.DEFINE_boolean("plots_only", False,
-                     "Recompute the fine-tuning summaries and redraw the figures from "
-                     "results.json.")
-flags.mark_flag_as_required("work_dir")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
+  flags.DEFINE_string("corpus_dir", str(SHARED / "corpus"), "Pre-training text.")
+  flags.DEFINE_string("heldout_file", "gutenberg/jnglb10.txt",
+                      "File under --corpus_dir kept out of training, for evaluation (or "
+                      "a file elsewhere, e.g. make_package_corpus's heldout/heldout.txt).")
+  flags.DEFINE_string("vocab_file", str(SHARED / "vocab" / "bert_uncased_vocab.txt"),
+                      "The WordPiece vocab; empty: learn one of --vocab_size from the "
+                      "training text.")
+  flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab learned when --vocab_file is empty.")
+  flags.DEFINE_string("finetuning_data_dir", str(SHARED / "finetuning_data"),
+                      "Folder with <task>/ fine-tuning data.")
+  flags.DEFINE_list("task_text", [],
+                    "Fine-tuning tasks whose training text (all of it, labels dropped) "
+                    "joins the pre-training corpus: in-domain unlabelled text, as in "
+                    "semi-supervised learning. Their dev sets stay unseen.")
+  flags.DEFINE_string("hparams", None, "Pre-training hparams over the study's model (JSON).")
+  flags.DEFINE_integer("steps", 2000, "ELECTRA pre-training steps.")
+  flags.DEFINE_list("eval_at", ["100", "250", "500", "1000", "2000"],
+                    "ELECTRA steps at which both models are evaluated.")
+  flags.DEFINE_list("finetune_at", ["500", "2000"], "ELECTRA steps fine-tuned from.")
+  flags.DEFINE_list("tasks", ["chunk", "sst"], "Fine-tuning tasks.")
+  flags.DEFINE_integer("train_examples", 2000, "Training examples per task.")
+  flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds.")
+  flags.DEFINE_string("finetuning_hparams", '{"learning_rate": 3e-4, "num_train_epochs": 3.0}',
+                      "Fine-tuning hparams (JSON) over the model's.")
+  flags.DEFINE_string("finetuning_name", "",
+                      "Name of this fine-tuning setting (--train_examples and "
+                      "--finetuning_hparams), so that several settings share one work_dir's "
+                      "checkpoints: its runs go to work_dir/finetuning_NAME, its results to "
+                      "results.json's finetuning_NAME, its figure to downstream_NAME.png "
+                      "(empty: finetuning, downstream.png). A setting's runs are only "
+                      "resumed with the --train_examples and --finetuning_hparams they began with.")
+  flags.DEFINE_boolean("masked_lm", True,
+                       "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
+                       "(--nomasked_lm: ELECTRA against random initialisation only).")
+  flags.DEFINE_boolean("random_init", True,
+                       "Also fine-tune from a random initialisation (--norandom_init: only "
+                       "the checkpoints, e.g. for a further pre-training seed whose random "
+                       "initialisation runs another work_dir already holds: those do not "
+                       "depend on the pre-training seed).")
+  flags.DEFINE_integer("stats_batches", 10,
+                       "Held-out batches over which the encoders' token vectors are measured.")
+  flags.DEFINE_boolean("plots_only", False,
+                       "Recompute the fine-tuning summaries and redraw the figures from "
+                       "results.json.")
+  flags.mark_flag_as_required("work_dir")
 
 
 def log(message: str) -> None:
@@ -632,4 +636,5 @@ def run_study() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "learning_study.py")

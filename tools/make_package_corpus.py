@@ -97,18 +97,22 @@ PACKAGES: Dict[str, Source] = {
 DEFAULT_PACKAGES = ",".join(PACKAGES)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("packages", DEFAULT_PACKAGES.split(","),
-                  f"Debian packages to read (known: {DEFAULT_PACKAGES}).")
-flags.DEFINE_string("output_dir", None, "New folder for the corpus files and report.json.")
-flags.DEFINE_string("vocab_file", str(pathlib.Path(__file__).resolve().parent.parent.parent
-                                      / "shared" / "data" / "vocab" / "bert_uncased_vocab.txt"),
-                    "WordPiece vocab the report counts tokens with.")
-flags.DEFINE_boolean("do_lower_case", True, "Lower-case before counting tokens.")
-flags.DEFINE_boolean("install", False, "apt-get install the packages that are missing.")
-flags.DEFINE_string("root", "/", "Folder the packages' files are under (tests use a fixture).")
-flags.DEFINE_integer("heldout_percent", 1, "Percent of each package's documents held out.")
-flags.DEFINE_integer("min_words", 4, "Fewest words a kept paragraph has.")
-flags.DEFINE_integer("page_words", 500, "Words a dictionary / WordNet page holds.")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_list("packages", DEFAULT_PACKAGES.split(","),
+                    f"Debian packages to read (known: {DEFAULT_PACKAGES}).")
+  flags.DEFINE_string("output_dir", None, "New folder for the corpus files and report.json.")
+  flags.DEFINE_string("vocab_file", str(pathlib.Path(__file__).resolve().parent.parent.parent
+                                        / "shared" / "data" / "vocab" / "bert_uncased_vocab.txt"),
+                      "WordPiece vocab the report counts tokens with.")
+  flags.DEFINE_boolean("do_lower_case", True, "Lower-case before counting tokens.")
+  flags.DEFINE_boolean("install", False, "apt-get install the packages that are missing.")
+  flags.DEFINE_string("root", "/", "Folder the packages' files are under (tests use a fixture).")
+  flags.DEFINE_integer("heldout_percent", 1, "Percent of each package's documents held out.")
+  flags.DEFINE_integer("min_words", 4, "Fewest words a kept paragraph has.")
+  flags.DEFINE_integer("page_words", 500, "Words a dictionary / WordNet page holds.")
 
 
 # ------------------------------------------------------------------ text
@@ -483,4 +487,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "make_package_corpus.py")

@@ -38,13 +38,17 @@ import numpy as np
 from electra_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "New (or empty) folder for the TFRecord files.")
-flags.DEFINE_integer("num_records", None, "Records in all.")
-flags.DEFINE_integer("num_files", 1000, "Files the records are spread over.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per record.")
-flags.DEFINE_integer("processes", os.cpu_count() or 1, "Processes writing files.")
-flags.DEFINE_integer("seed", 0, "Seed of the random word ids.")
-flags.mark_flags_as_required(["output_dir", "num_records"])
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("output_dir", None, "New (or empty) folder for the TFRecord files.")
+  flags.DEFINE_integer("num_records", None, "Records in all.")
+  flags.DEFINE_integer("num_files", 1000, "Files the records are spread over.")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per record.")
+  flags.DEFINE_integer("processes", os.cpu_count() or 1, "Processes writing files.")
+  flags.DEFINE_integer("seed", 0, "Seed of the random word ids.")
+  flags.mark_flags_as_required(["output_dir", "num_records"])
 
 FIRST_WORD, LAST_WORD = 1000, 16383  # two-byte varints
 CLS, SEP = 101, 102  # the BERT uncased vocab's
@@ -126,5 +130,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   cli.run(main, "make_synthetic_corpus.py")

@@ -36,18 +36,22 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 REPO = pathlib.Path(__file__).resolve().parent.parent
-flags.DEFINE_string("finetuning_data_dir", str(REPO.parent / "shared" / "data" / "finetuning_data"),
-                    "Folder holding chunk/{train,dev}.txt (CoNLL-2000).")
-flags.DEFINE_string("vocab_file", str(REPO.parent / "shared" / "data" / "vocab" /
-                                      "bert_uncased_vocab.txt"),
-                    "The checkpoint's vocab (uncased: both tasks lower-case).")
-flags.DEFINE_string("init_checkpoint", "none", "The checkpoint both tasks start from.")
-flags.DEFINE_string("hparams", "{}", "Fine-tuning hparams (JSON) both tasks share.")
-flags.DEFINE_list("seeds", ["0", "1"], "Seeds; each runs both tasks.")
-flags.DEFINE_enum("scheme", "IOB1", ["IOB1", "IOB2", "BIOES"], "Scheme of the NER-style files.")
-flags.DEFINE_integer("max_sentences", 0, "Keep the first N training sentences (0: all).")
-flags.DEFINE_string("work_dir", None, "Where data and models go (default: a temporary dir).")
-flags.DEFINE_string("output", None, "Where the JSON goes (default: stdout only).")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("finetuning_data_dir", str(REPO.parent / "shared" / "data" / "finetuning_data"),
+                      "Folder holding chunk/{train,dev}.txt (CoNLL-2000).")
+  flags.DEFINE_string("vocab_file", str(REPO.parent / "shared" / "data" / "vocab" /
+                                        "bert_uncased_vocab.txt"),
+                      "The checkpoint's vocab (uncased: both tasks lower-case).")
+  flags.DEFINE_string("init_checkpoint", "none", "The checkpoint both tasks start from.")
+  flags.DEFINE_string("hparams", "{}", "Fine-tuning hparams (JSON) both tasks share.")
+  flags.DEFINE_list("seeds", ["0", "1"], "Seeds; each runs both tasks.")
+  flags.DEFINE_enum("scheme", "IOB1", ["IOB1", "IOB2", "BIOES"], "Scheme of the NER-style files.")
+  flags.DEFINE_integer("max_sentences", 0, "Keep the first N training sentences (0: all).")
+  flags.DEFINE_string("work_dir", None, "Where data and models go (default: a temporary dir).")
+  flags.DEFINE_string("output", None, "Where the JSON goes (default: stdout only).")
 
 
 def write_data(work_dir: pathlib.Path, scheme: str, max_sentences: int) -> pathlib.Path:
@@ -128,4 +132,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

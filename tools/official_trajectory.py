@@ -41,14 +41,18 @@ EVAL_KEYS = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc_real
              "disc_precision", "disc_recall", "disc_accuracy")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("fixture_dir", str(SHARED / "fixtures" / "official_trajectory"),
-                    "The official_trajectory fixture.")
-flags.DEFINE_string("vocab_file", str(SHARED / "data" / "vocab" / "bert_uncased_vocab.txt"),
-                    "The BERT uncased vocab the fixture's TFRecords use.")
-flags.DEFINE_string("work_dir", None, "Where the runs go (one model_dir per seed).")
-flags.DEFINE_list("seeds", ["1", "2", "3"], "Our seeds (any integers).")
-flags.DEFINE_boolean("json", False, "Print only the JSON summary.")
-flags.mark_flag_as_required("work_dir")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("fixture_dir", str(SHARED / "fixtures" / "official_trajectory"),
+                      "The official_trajectory fixture.")
+  flags.DEFINE_string("vocab_file", str(SHARED / "data" / "vocab" / "bert_uncased_vocab.txt"),
+                      "The BERT uncased vocab the fixture's TFRecords use.")
+  flags.DEFINE_string("work_dir", None, "Where the runs go (one model_dir per seed).")
+  flags.DEFINE_list("seeds", ["1", "2", "3"], "Our seeds (any integers).")
+  flags.DEFINE_boolean("json", False, "Print only the JSON summary.")
+  flags.mark_flag_as_required("work_dir")
 
 
 def run_seed(fixture: pathlib.Path, vocab_file: str, model_dir: pathlib.Path,
@@ -139,4 +143,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "official_trajectory.py")

@@ -42,16 +42,20 @@ from electra_tf.bench import record
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLAGS = flags.FLAGS
-flags.DEFINE_string("pretrain_tfrecords", None, "TFRecords (glob) of the corpus.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
-flags.DEFINE_string("work_dir", None, "New folder for the runs (removed when done).")
-flags.DEFINE_integer("consumed", 1000000, "Examples read before the late checkpoint.")
-flags.DEFINE_integer("repeats", 3, "Runs of each measurement (the median is reported).")
-flags.DEFINE_boolean("fallback", False, "Also time a checkpoint without the input position.")
-flags.DEFINE_string("json_output", None,
-                    "Also write the JSON object, with the command line, date, machine and "
-                    "git commit (electra_tf/bench/record.py), to this file.")
-flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file", "work_dir"])
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("pretrain_tfrecords", None, "TFRecords (glob) of the corpus.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
+  flags.DEFINE_string("work_dir", None, "New folder for the runs (removed when done).")
+  flags.DEFINE_integer("consumed", 1000000, "Examples read before the late checkpoint.")
+  flags.DEFINE_integer("repeats", 3, "Runs of each measurement (the median is reported).")
+  flags.DEFINE_boolean("fallback", False, "Also time a checkpoint without the input position.")
+  flags.DEFINE_string("json_output", None,
+                      "Also write the JSON object, with the command line, date, machine and "
+                      "git commit (electra_tf/bench/record.py), to this file.")
+  flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file", "work_dir"])
 
 
 BATCH = 128
@@ -155,5 +159,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   cli.run(main, "scale_timing.py")

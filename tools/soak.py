@@ -464,23 +464,27 @@ def finetuning_data(work_dir: pathlib.Path, vocab_file: str, glue_dir: str) -> p
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("work_dir", None, "Scratch folder (replaced).")
-flags.DEFINE_integer("kills", 10, "Kills of the pre-training job.")
-flags.DEFINE_integer("tfrecords_kills", 3, "Kills of the TFRecord build.")
-flags.DEFINE_integer("finetuning_kills", 4, "Kills of the fine-tuning job (at least 3).")
-flags.DEFINE_integer("num_train_steps", 200, "Pre-training steps.")
-flags.DEFINE_integer("seed", 0, "Seed of the kill moments.")
-flags.DEFINE_list("jobs", ["tfrecords", "pretraining", "finetuning"], "Jobs to soak.")
-flags.DEFINE_string("vocab_file", str(SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"),
-                    "WordPiece vocab.")
-flags.DEFINE_string("corpus_file",
-                    str(SHARED_DATA / "corpus" / "wikitext-2" / "wiki.valid.raw"),
-                    "Text to pre-train on.")
-flags.DEFINE_integer("corpus_lines", 3000, "Lines of --corpus_file to pre-train on.")
-flags.DEFINE_string("glue_dir", str(SHARED_DATA / "finetuning_data"),
-                    "Folder with rte/{train,dev}.tsv.")
-flags.DEFINE_string("report", None, "JSON summary (default: work_dir/soak.json).")
-flags.mark_flag_as_required("work_dir")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  flags.DEFINE_string("work_dir", None, "Scratch folder (replaced).")
+  flags.DEFINE_integer("kills", 10, "Kills of the pre-training job.")
+  flags.DEFINE_integer("tfrecords_kills", 3, "Kills of the TFRecord build.")
+  flags.DEFINE_integer("finetuning_kills", 4, "Kills of the fine-tuning job (at least 3).")
+  flags.DEFINE_integer("num_train_steps", 200, "Pre-training steps.")
+  flags.DEFINE_integer("seed", 0, "Seed of the kill moments.")
+  flags.DEFINE_list("jobs", ["tfrecords", "pretraining", "finetuning"], "Jobs to soak.")
+  flags.DEFINE_string("vocab_file", str(SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"),
+                      "WordPiece vocab.")
+  flags.DEFINE_string("corpus_file",
+                      str(SHARED_DATA / "corpus" / "wikitext-2" / "wiki.valid.raw"),
+                      "Text to pre-train on.")
+  flags.DEFINE_integer("corpus_lines", 3000, "Lines of --corpus_file to pre-train on.")
+  flags.DEFINE_string("glue_dir", str(SHARED_DATA / "finetuning_data"),
+                      "Folder with rte/{train,dev}.tsv.")
+  flags.DEFINE_string("report", None, "JSON summary (default: work_dir/soak.json).")
+  flags.mark_flag_as_required("work_dir")
 
 
 def main() -> int:
@@ -551,4 +555,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main, "soak.py")
