@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 from electra_tf.errors import ConfigError
@@ -44,9 +45,11 @@ MIXED_PRECISIONS = (None, "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "lamb")
 
 # What a checkpoint's directory records about its model: a pre-training
-# model_dir's architecture record, and the hparams `convert --from_hf` writes.
+# model_dir's architecture record, the hparams `convert --from_hf` writes, and
+# a fine-tuning model_dir's run record (its checkpoints are in trial_<n>/).
 ARCHITECTURE_RECORD = "electra_config.json"
 IMPORTED_HPARAMS = "hparams.json"
+FINETUNING_RECORD = "finetuning_config.json"
 VOCAB_NAME = "vocab.txt"  # the model's vocab, beside its checkpoints
 # The hparams such a record fixes: the architecture and the casing.
 RECORDED_KEYS = ("model_size", "vocab_size", "embedding_size", "model_hparam_overrides",
@@ -291,19 +294,21 @@ class JobConfig:
 def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
   """(hparams, record path) of the model a checkpoint holds, or None.
 
-  `checkpoint` is a prefix (`DIR/ckpt-20`) or a directory; its directory's
-  `electra_config.json` (pre-training) or `hparams.json` (`convert
-  --from_hf`) gives the RECORDED_KEYS.  Google's released checkpoints and
-  remote paths have no record: None.
+  `checkpoint` is a prefix (`DIR/ckpt-20`) or a directory; its record
+  directory's `electra_config.json` (pre-training), `hparams.json` (`convert
+  --from_hf`) or `finetuning_config.json` (a fine-tuning trial's) gives the
+  RECORDED_KEYS.  Google's released checkpoints and remote paths have no
+  record: None.
   """
-  directory = checkpoint_directory(checkpoint)
+  directory = record_directory(checkpoint)
   path = os.path.join(directory, ARCHITECTURE_RECORD)
   if os.path.isfile(path):
     return hparams_of_architecture(_read_json_object(path)), path
-  path = os.path.join(directory, IMPORTED_HPARAMS)
-  if os.path.isfile(path):
-    values = _read_json_object(path)
-    return {key: values[key] for key in RECORDED_KEYS if key in values}, path
+  for name in (IMPORTED_HPARAMS, FINETUNING_RECORD):
+    path = os.path.join(directory, name)
+    if os.path.isfile(path):
+      values = _read_json_object(path)
+      return {key: values[key] for key in RECORDED_KEYS if key in values}, path
   return None
 
 
@@ -312,12 +317,23 @@ def checkpoint_directory(checkpoint: str) -> str:
   return checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
 
 
+def record_directory(checkpoint: str) -> str:
+  """Where a checkpoint's records lie: its directory, or for a fine-tuning
+  trial's (`MODEL_DIR/trial_<n>`) the fine-tuning model_dir."""
+  directory = checkpoint_directory(checkpoint)
+  parent = os.path.dirname(os.path.normpath(directory))
+  if (re.fullmatch(r"trial_\d+", os.path.basename(os.path.normpath(directory)))
+      and os.path.isfile(os.path.join(parent, FINETUNING_RECORD))):
+    return parent
+  return directory
+
+
 def recorded_vocab(checkpoint: Optional[str]) -> Optional[str]:
-  """The vocab.txt beside a checkpoint (pre-training copies its vocab into
-  model_dir, `convert --from_hf` writes one), or None."""
+  """The vocab.txt beside a checkpoint's records (both jobs copy their vocab
+  into model_dir, `convert --from_hf` writes one), or None."""
   if not checkpoint:
     return None
-  path = os.path.join(checkpoint_directory(checkpoint), VOCAB_NAME)
+  path = os.path.join(record_directory(checkpoint), VOCAB_NAME)
   return path if os.path.isfile(path) else None
 
 

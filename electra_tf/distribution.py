@@ -79,8 +79,8 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
   if name == "tpu":
     if not tpu:
       raise ValueError("--strategy=tpu needs --tpu (a TPU name, grpc:// address or 'local')")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu="" if tpu == "local" else tpu)
+    # "local": a TPU VM's own chips; a name or grpc:// address: over the network.
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)

@@ -84,10 +84,11 @@ import tensorflow as tf
 import tf_keras as keras
 
 from electra_tf import checkpoints
+from electra_tf import config as config_lib
 from electra_tf import fileio
 from electra_tf import optimization
 from electra_tf import stop_points
-from electra_tf.errors import TrainingError
+from electra_tf.errors import ConfigError, TrainingError
 from electra_tf.modeling import dropout
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Tuple[Dict[str, tf.Tensor], tf.Tensor]]
@@ -227,6 +228,22 @@ def write_run_record(model_dir: str, name: str, record: Mapping[str, object]) ->
   if not os.path.isfile(path):
     os.makedirs(model_dir, exist_ok=True)
     fileio.atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def keep_vocab_beside(model_dir: str, vocab_file: str) -> None:
+  """Copies the vocab into model_dir (once), so that every later step
+  (evaluation, fine-tuning, export, conversion) finds it beside the
+  checkpoints; a different vocab there is refused."""
+  target = os.path.join(model_dir, config_lib.VOCAB_NAME)
+  with open(vocab_file, "rb") as f:
+    vocab = f.read()
+  if not os.path.exists(target):
+    fileio.atomic_write_bytes(target, vocab)
+  elif not os.path.samefile(target, vocab_file):
+    with open(target, "rb") as f:
+      if f.read() != vocab:
+        raise ConfigError(f"model_dir {model_dir} holds a run of another vocab "
+                          f"({target} differs from {vocab_file}); use another --model_dir")
 
 
 def record_training_run(model_dir: str, name: str, hparams: Mapping[str, object],

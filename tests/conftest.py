@@ -87,21 +87,17 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
   return root
 
 
-
 def pytest_terminal_summary(terminalreporter):
   """How many documented commands ran and which blocks are marked as not
   runnable here, with the reasons (tests/test_docs_commands.py)."""
-  ran, marked, not_run = 0, [], []
+  ran, marked = 0, []
   for report in terminalreporter.stats.get("passed", []):
     for name, value in getattr(report, "user_properties", ()):
       if name == "documented_commands":
         ran += value["ran"]
         marked += value["marked"]
-        not_run += value["not_run"]
   if ran or marked:
     terminalreporter.write_line(f"documented commands: {ran} ran, {len(marked)} blocks "
                                 "marked as not runnable here:")
     for line in marked:
       terminalreporter.write_line(f"  {line}")
-    if not_run:
-      terminalreporter.write_line(f"  pages whose commands are not run yet: {', '.join(not_run)}")

@@ -197,6 +197,32 @@ def test_finetuning_reads_the_record_of_its_init_checkpoint(tmp_path):
           from_hf.max_seq_length) == (321, 96, False, 256)  # chunk's own length stays
 
 
+def test_a_finetuning_trials_checkpoint_reads_its_model_dirs_record(tmp_path):
+  """A fine-tuned checkpoint (MODEL_DIR/trial_<n>/ckpt-N) gives its encoder's
+  architecture and vocab from the job's record and vocab copy in MODEL_DIR."""
+  from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune import job as finetune_job  # pylint: disable=g-import-not-at-top
+  tuned = FinetuningConfig.create({
+      "task_names": ["rte"], "vocab_size": 500, "embedding_size": 64, "init_checkpoint": "none",
+      "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4},
+      "do_lower_case": False})
+  model_dir = tmp_path / "models" / "mine_rte"
+  _write_json(model_dir / config_lib.FINETUNING_RECORD, finetune_job._run_record(tuned))
+  (model_dir / "trial_1").mkdir()
+  (model_dir / config_lib.VOCAB_NAME).write_text("[PAD]\n", encoding="utf-8")
+  for checkpoint in (model_dir / "trial_1" / "ckpt-2", model_dir / "trial_1"):
+    read = PretrainingConfig.create(checkpoint=str(checkpoint))
+    assert read.encoder_config() == tuned.encoder_config()
+    assert (read.vocab_size, read.effective_embedding_size, read.do_lower_case) == (
+        500, 64, False)
+    assert config_lib.recorded_vocab(str(checkpoint)) == str(model_dir / "vocab.txt")
+  # Only a trial_<n> directory under a fine-tuning record looks one level up.
+  (tmp_path / "other" / "trial_1").mkdir(parents=True)
+  assert config_lib.recorded_hparams(str(tmp_path / "other" / "trial_1")) is None
+  assert config_lib.record_directory(str(model_dir / "trial_x" / "c")) == str(
+      model_dir / "trial_x")
+
+
 def test_vocab_size_defaults_to_the_vocab_files_entries(tmp_path):
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
   (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")

@@ -61,3 +61,27 @@ def test_lost_worker_error_names_the_unhealthy_task(monkeypatch):
       "worker's command again to resume from the last checkpoint")
   assert distribution.lost_worker_error(tf.errors.InternalError(None, None, "x"),
                                         FakeMultiWorker()) is None
+
+
+@pytest.mark.parametrize("tpu", ["local", "my-tpu", "grpc://10.0.0.2:8470"])
+def test_tpu_start_up_follows_tensorflows_order(monkeypatch, tpu):
+  """No TPU here: the calls are recorded. TensorFlow's TPU guide: resolve the
+  TPU ("local" for a TPU VM's own chips, else its name or address), connect to
+  the cluster, initialize the TPU system, then create the strategy."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  calls = []
+
+  class Resolver:
+    def __init__(self, tpu):
+      calls.append(("resolver", tpu))
+
+  monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", Resolver)
+  monkeypatch.setattr(tf.config, "experimental_connect_to_cluster",
+                      lambda resolver: calls.append(("connect", type(resolver))))
+  monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
+                      lambda resolver: calls.append(("initialize", type(resolver))))
+  monkeypatch.setattr(tf.distribute, "TPUStrategy",
+                      lambda resolver: calls.append(("strategy", type(resolver))) or "tpu")
+  assert distribution.create_strategy("tpu", tpu) == "tpu"
+  assert calls == [("resolver", tpu), ("connect", Resolver), ("initialize", Resolver),
+                   ("strategy", Resolver)]

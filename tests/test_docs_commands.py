@@ -32,12 +32,10 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from tests.conftest import REPO_ROOT, SHARED_DIR
 
-PAGES = ["README.md", "docs/pretraining.md"]
-# Pages whose commands are not run yet (each needs its own starting state
-# and substitutions); the summary lists them so that nobody takes them as run.
-PAGES_NOT_RUN_YET = ["docs/finetuning.md", "docs/serving.md", "docs/huggingface.md",
-                     "docs/faithfulness.md", "docs/big_batches.md", "docs/performance.md",
-                     "docs/operations.md", "docs/electric.md", "docs/learning.md"]
+PAGES = ["README.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving.md",
+         "docs/huggingface.md", "docs/faithfulness.md", "docs/big_batches.md",
+         "docs/performance.md", "docs/operations.md", "docs/electric.md", "docs/learning.md",
+         "docs/layout.md"]
 # What the work directory links to in the checkout: what a user's clone has.
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
                     "tools", "tests", "requirements.txt", "pyproject.toml", "pytest.ini"]
@@ -45,6 +43,28 @@ CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "ele
 TINY_TRAINING = ('"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8, '
                  '"model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 2}')
 TINY_EVAL = '"num_eval_steps": 2, "eval_batch_size": 8'
+OFFICIAL_DEBUG = SHARED_DIR / "fixtures" / "official_debug"
+BERT_VOCAB = SHARED_DIR / "data" / "vocab" / "bert_uncased_vocab.txt"
+# Google's TF1 code's tiny checkpoint (fixtures/official_debug): its hparams
+# for the jobs that take pre-training hparams, and for fine-tuning.
+DEBUG_SHAPE = ('"vocab_size": 30522, "model_hparam_overrides": {"hidden_size": 64, '
+               '"num_hidden_layers": 2, "num_attention_heads": 4}, "embedding_size": 16, '
+               '"max_seq_length": 32')
+DEBUG_PRETRAINING = f'"model_size": "small", {DEBUG_SHAPE}, "generator_hidden_size": 0.5'
+DEBUG_FINETUNING = f'"model_size": "small", {DEBUG_SHAPE}'
+HF_FIXTURE = "tests/data/hf_transformers_saved"
+# What a page's commands start from that an earlier page made: (page,
+# commands, why), run in the page's work directory before its blocks.
+PAGE_SETUP = {
+    "docs/huggingface.md": (
+        "python data_prep/build_vocab.py --corpus_dir=my_corpus/ --vocab_size=3000 "
+        "--output_file=data/vocab.txt\n"
+        "python data_prep/build_tfrecords.py --corpus_dir=my_corpus/ --vocab_file=data/vocab.txt "
+        "--output_dir=data/pretrain_tfrecords --num_out_files=2 --seed=1\n"
+        "python run_pretraining.py --data_dir=data --model_name=mine --model_size=small "
+        f"--hparams='{{{TINY_TRAINING}}}'\n",
+        "the README's data/ and data/models/mine, by its commands (shrunk as there)"),
+}
 # (page or "*", text in a block, replacement, why): applied in this order.
 SUBSTITUTIONS = [
     ("*", "../shared/", f"{SHARED_DIR}/", "the shared data beside the checkout"),
@@ -86,6 +106,29 @@ SUBSTITUTIONS = [
      "20 steps of batch 8 of a 2-layer model instead of the official 1,000,000 of 128"),
     ("docs/pretraining.md", '"num_train_steps": 100000, "train_batch_size": 256',
      TINY_TRAINING, "20 steps of batch 8 of a 2-layer model instead of 100,000 of 256"),
+    ("docs/serving.md", "--checkpoint=models/electra_base", f"--checkpoint={OFFICIAL_DEBUG}/model.ckpt",
+     "Google's TF1 code's tiny checkpoint (official_debug fixture) for ELECTRA-Base"),
+    ("docs/serving.md", "--init_checkpoint=models/electra_base",
+     f"--init_checkpoint={OFFICIAL_DEBUG}/model.ckpt", "the same"),
+    ("docs/serving.md", "--vocab_file=vocab.txt", f"--vocab_file={BERT_VOCAB}",
+     "its vocab (BERT's uncased)"),
+    ("docs/serving.md", "--hparams='{\"model_size\": \"base\"}' --export_dir=export/electra_base",
+     f"--hparams='{{{DEBUG_PRETRAINING}}}' --export_dir=export/electra_base",
+     "its architecture, for the export"),
+    ("docs/serving.md", '"model_size": "base"', DEBUG_FINETUNING,
+     "its architecture, for fine-tuning (sequences of 32)"),
+    ("docs/serving.md", "--batch_size=32 --seq_length=128 \\\n    --steps=10 --latency_calls=100",
+     "--batch_size=2 --seq_length=32 \\\n    --steps=1 --latency_calls=2",
+     "2 sequences of 32 once, 2 latency calls"),
+    ("docs/huggingface.md", "--from_hf=electra-small-discriminator ",
+     f"--from_hf={HF_FIXTURE}/discriminator ",
+     "a discriminator saved by transformers 5.24 itself (random weights, committed)"),
+    ("docs/huggingface.md", "--init_checkpoint=models/disc \\\n    --model_dir=models/disc_rte",
+     "--init_checkpoint=models/disc \\\n    --model_dir=models/disc_rte "
+     "--hparams='{\"max_seq_length\": 32}'", "that discriminator has 32 positions"),
+    ("docs/performance.md", "--batch_size=32 --seq_length=128 \\\n    --steps=5 --pairs=3",
+     "--batch_size=2 --seq_length=32 \\\n    --steps=1 --pairs=1",
+     "one pair of steps of 2 sequences of 32"),
     ("*", "--model_sizes=base --seq_lengths=512 --batch_sizes=1,8",
      "--model_sizes=small --seq_lengths=128 --batch_sizes=1,2", "a small model's memory"),
 ]
@@ -134,6 +177,15 @@ def work_dir(tmp_path_factory):
       lines = (SHARED_DIR / "data" / "finetuning_data" / task / f"{split}.tsv").read_text(
           encoding="utf-8").splitlines()
       (target / f"{split}.tsv").write_text("\n".join(lines[:65]) + "\n", encoding="utf-8")
+  # ner: CoNLL-format files; ../shared has no NER data, so the first 64
+  # sentences of CoNLL-2000 chunking, its chunks read as entities.
+  target = work / "DATA" / "finetuning_data" / "ner"
+  target.mkdir(parents=True)
+  for split in ("train", "dev"):
+    sentences = (SHARED_DIR / "data" / "finetuning_data" / "chunk" / f"{split}.txt").read_text(
+        encoding="utf-8").strip().split("\n\n")
+    (target / f"{split}.txt").write_text("\n\n".join(sentences[:64]) + "\n",
+                                         encoding="utf-8")
   return work
 
 
@@ -166,14 +218,17 @@ def test_documented_commands(page, work_dir, record_property):
     ran.extend(commands_of(text) if kind == "bash" else [text])
 
   document.namespace["run"] = run
+  if page in PAGE_SETUP:
+    setup = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", PAGE_SETUP[page][0]],
+                           cwd=work_dir, env=_environment(), text=True, capture_output=True,
+                           timeout=1800)
+    assert setup.returncode == 0, f"{page}: its setup failed\n{setup.stderr[-3000:]}"
   for example in examples:
     try:
       example.evaluate()
     except unittest.SkipTest as skipped:
       marked.append(f"{page}:{example.line}: {skipped}")
-  record_property("documented_commands", {"ran": len(ran), "marked": marked,
-                                           "not_run": PAGES_NOT_RUN_YET if page == PAGES[0]
-                                           else []})
+  record_property("documented_commands", {"ran": len(ran), "marked": marked})
 
 
 def commands_of(text: str) -> list:
@@ -188,7 +243,10 @@ def commands_of(text: str) -> list:
 
 
 def test_substitutions_and_markers_are_what_the_pages_need():
-  """Each substitution changes some page's block, and every marker has a reason."""
+  """Every page is run, each substitution changes some page's block, and
+  every marker has a reason."""
+  assert sorted(PAGES) == ["README.md"] + sorted(
+      str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "docs").glob("*.md"))
   texts = {page: (REPO_ROOT / page).read_text(encoding="utf-8") for page in PAGES}
   for where, old, _, reason in SUBSTITUTIONS:
     pages = PAGES if where == "*" else [where]

@@ -240,6 +240,17 @@ def test_casing_of_vocab_and_tokenizer_must_agree(tmp_path, bert_vocab):
     ner_task(data_dir, vocab_size=30522)
   with pytest.raises(ConfigError, match="hparam tagging_scheme: unknown tagging scheme 'BILOU'"):
     ner_config(data_dir, tagging_scheme="BILOU")
+  # A checkpoint's own vocab and casing (here a transformers import whose
+  # lower-casing tokenizer has upper-case pieces) are what it was trained
+  # with: taken as they are.
+  imported = tmp_path / "imported"
+  imported.mkdir()
+  (imported / "vocab.txt").write_text("\n".join(cased_vocab()) + "\n", encoding="utf-8")
+  (imported / "hparams.json").write_text(json.dumps(
+      {"model_size": "small", "vocab_size": len(cased_vocab()), "do_lower_case": True}))
+  task = ner_task(data_dir, init_checkpoint=str(imported), vocab_size=len(cased_vocab()),
+                  do_lower_case=True)
+  assert task.config.vocab_file == str(imported / "vocab.txt") and task.config.do_lower_case
 
 
 # --------------------------------------------------------------- end to end

@@ -202,6 +202,35 @@ def test_a_checkpoint_without_input_position_resumes_by_reading(
 
 
 @pytest.mark.slow
+def test_a_resume_with_another_batch_reads_to_its_step(tmp_path, special, bert_vocab, capsys):
+  """A position saved with batch 8 does not fit a batch of 4 (it would fail
+  at the first batch): the run says so and reads to the step instead, the
+  examples of 3 steps of 4, as a checkpoint without a position would."""
+  data = tmp_path / "data"
+  write_corpus(data / "pretrain_tfrecords", special)
+  shutil.copyfile(bert_vocab, data / "vocab.txt")
+  job = _train(_config(data, tmp_path / "changed"), until_step=3)
+  from electra_tf import checkpoints
+  from electra_tf.pretrain import job as job_lib
+  assert job_lib.input_position_saved(str(tmp_path / "changed" / "ckpt-3"))
+  old = tmp_path / "old"  # the same step-3 weights, no position
+  checkpoints.save_checkpoint(checkpoints.training_checkpoint_manager(
+      tf.train.Checkpoint(model=job.model, optimizer=job.optimizer), str(old), 5,
+      job.optimizer.iterations), 3)
+  capsys.readouterr()
+  _train(_config(data, tmp_path / "changed", train_batch_size=4))
+  log = capsys.readouterr().out
+  assert "Restored the input position" not in log
+  assert ("Skipping the 12 examples of 3 steps (the input position in "
+          f"{tmp_path / 'changed' / 'ckpt-3'} does not fit this run's input") in log
+  _train(_config(data, old, train_batch_size=4))
+  want, got = _values(old / "ckpt-6"), _values(tmp_path / "changed" / "ckpt-6")
+  assert sorted(want) == sorted(got) and len(want) > 40
+  for key in want:
+    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.slow
 def test_a_corrupt_record_stops_training_and_keeps_the_last_good_checkpoint(
     tmp_path, special, bert_vocab, monkeypatch):
   from electra_tf.pretrain import job as job_lib

@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import checkpoints
+from electra_tf import config as config_lib
 from electra_tf import curves
 from electra_tf import distribution
 from electra_tf import fileio
@@ -60,7 +61,7 @@ from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.modeling.encoder import build_discriminator_encoder
 
 KEEP_CHECKPOINTS = 5  # the official RunConfig's keep_checkpoint_max
-RUN_RECORD = "finetuning_config.json"
+RUN_RECORD = config_lib.FINETUNING_RECORD
 SHUFFLE_BUFFER = 100  # official input_fn
 
 # Hparams that define the models a model_dir holds (recorded, checked on rerun).
@@ -108,11 +109,20 @@ class TrainingData:
 
 def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
   """The WordPiece tokenizer of vocab_file, whose size must be vocab_size
-  and whose casing must be do_lower_case's (a ConfigError otherwise)."""
+  and whose casing must be do_lower_case's (a ConfigError otherwise), unless
+  both are the init checkpoint's own (its record and the vocab beside it:
+  what the model was trained with, e.g. a transformers import whose
+  lower-casing tokenizer has upper-case pieces)."""
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
   tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
-  tokenization.check_vocab_casing(tokenizer.vocab, config.do_lower_case, config.vocab_file)
+  own_vocab = (config.init_checkpoint != NO_CHECKPOINT
+               and config_lib.recorded_hparams(config.init_checkpoint) is not None
+               and config_lib.recorded_vocab(config.init_checkpoint) is not None
+               and os.path.samefile(config_lib.recorded_vocab(config.init_checkpoint),
+                                    config.vocab_file))
+  if not own_vocab:
+    tokenization.check_vocab_casing(tokenizer.vocab, config.do_lower_case, config.vocab_file)
   return tokenizer
 
 
@@ -501,6 +511,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
       job.initialize(init_checkpoint)
       if not has_record:
         train_loop.write_run_record(config.model_dir, RUN_RECORD, _run_record(config))
+        train_loop.keep_vocab_beside(config.model_dir, config.vocab_file)
         has_record = True
       if config.do_train and not done:
         _log(f"== Start training: {heading} ==")

@@ -187,19 +187,27 @@ class PretrainingJob:
       with tf.device("/cpu:0"):
         return iter(self._pipeline(True, per_replica, skip_examples))
 
-    if latest and input_position_saved(latest):
+    def restored_iterator():
       iterator = local_iterator(0)
       position = pretrain_data.InputPosition(iterator)
+      tf.train.Checkpoint(**{train_loop.INPUT_KEY: position}).read(latest).expect_partial()
+      return iterator, position
+
+    reason = f"{latest} holds no input position"
+    if latest and input_position_saved(latest):
       try:
-        tf.train.Checkpoint(**{train_loop.INPUT_KEY: position}).read(latest).expect_partial()
+        # A position saved with another per-replica batch (a changed
+        # train_batch_size or replica count) restores, then fails at its first
+        # batch: try one on a copy first.
+        next(restored_iterator()[0])
+        iterator, position = restored_iterator()
         _log(f"Restored the input position of step {step} from {latest}")
         return LocalInput(strategy, iterator), position
-      except tf.errors.OpError as e:
-        _log(f"The input position in {latest} does not restore "
-             f"({e.message.splitlines()[0]}); reading to it instead")
+      except tf.errors.OpError:
+        reason = (f"the input position in {latest} does not fit this run's input: its batch "
+                  "per replica, records or sequence length changed")
     if step:
-      _log(f"Skipping the {skip} examples of {step} steps ({latest} holds no input "
-           "position)")
+      _log(f"Skipping the {skip} examples of {step} steps ({reason})")
     iterator = local_iterator(skip)
     return LocalInput(strategy, iterator), pretrain_data.InputPosition(iterator)
 
@@ -506,23 +514,6 @@ def load_checked_vocab(config: PretrainingConfig) -> Dict[str, int]:
   return vocab
 
 
-def keep_vocab_beside(config: PretrainingConfig) -> None:
-  """Copies the vocab into model_dir (once), so that every later step
-  (evaluation, fine-tuning, export, conversion) finds it beside the
-  checkpoints; a different vocab there is refused."""
-  target = os.path.join(config.model_dir, config_lib.VOCAB_NAME)
-  with open(config.vocab_file, "rb") as f:
-    vocab = f.read()
-  if not os.path.exists(target):
-    fileio.atomic_write_bytes(target, vocab)
-  elif not os.path.samefile(target, config.vocab_file):
-    with open(target, "rb") as f:
-      if f.read() != vocab:
-        raise ConfigError(f"model_dir {config.model_dir} holds a run of another vocab "
-                          f"({target} differs from {config.vocab_file}); use another "
-                          "--model_dir")
-
-
 def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
   """Writes eval results as `key = value` lines and as one flat JSON object."""
   os.makedirs(os.path.dirname(txt_path), exist_ok=True)
@@ -574,7 +565,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   # checkpoint in progress as debris and write over its results.
   with fileio.exclusive_use(config.model_dir, "model_dir") if chief else contextlib.nullcontext():
     if chief:
-      keep_vocab_beside(config)
+      train_loop.keep_vocab_beside(config.model_dir, config.vocab_file)
       train_loop.write_run_record(config.model_dir, RUN_RECORD, config.architecture())
       for path in checkpoints.remove_interrupted_writes(config.model_dir):
         _log(f"Removed {path}, left by an interrupted earlier run")
