@@ -90,14 +90,18 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
 def pytest_terminal_summary(terminalreporter):
   """How many documented commands ran and which blocks are marked as not
   runnable here, with the reasons (tests/test_docs_commands.py)."""
-  ran, marked = 0, []
+  ran, marked, seconds = 0, [], []
   for report in terminalreporter.stats.get("passed", []):
     for name, value in getattr(report, "user_properties", ()):
       if name == "documented_commands":
         ran += value["ran"]
         marked += value["marked"]
+        seconds += value["seconds"]
   if ran or marked:
     terminalreporter.write_line(f"documented commands: {ran} ran, {len(marked)} blocks "
                                 "marked as not runnable here:")
     for line in marked:
       terminalreporter.write_line(f"  {line}")
+    slowest = sorted(seconds, reverse=True)[:8]
+    terminalreporter.write_line("  slowest blocks: " + ", ".join(
+        f"{where} {taken:.0f} s" for taken, where in slowest))

@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 import pytest
@@ -99,8 +100,10 @@ SUBSTITUTIONS = [
      '"recompute_layers": true}\'',
      "--model_size=small \\\n    --hparams='{\"gradient_accumulation_steps\": 8, "
      '"recompute_layers": true, "max_seq_length": 512, "train_batch_size": 8, '
-     '"num_train_steps": 1}\'',
-     "ELECTRA-Small, one step of 8 (micro-batches of 1) instead of Base, 766,000 of 256"),
+     '"num_train_steps": 1, "model_hparam_overrides": {"hidden_size": 128, '
+     '"num_hidden_layers": 2}}\'',
+     "a 2-layer, 128-wide model, one step of 8 (micro-batches of 1) instead of Base, "
+     "766,000 of 256"),
     ("docs/pretraining.md", "python run_pretraining.py --model_size=small --data_dir=data \\",
      f"python run_pretraining.py --model_size=small --data_dir=data --hparams='{{{TINY_TRAINING}}}' \\",
      "20 steps of batch 8 of a 2-layer model instead of the official 1,000,000 of 128"),
@@ -130,7 +133,9 @@ SUBSTITUTIONS = [
      "--batch_size=2 --seq_length=32 \\\n    --steps=1 --pairs=1",
      "one pair of steps of 2 sequences of 32"),
     ("*", "--model_sizes=base --seq_lengths=512 --batch_sizes=1,8",
-     "--model_sizes=small --seq_lengths=128 --batch_sizes=1,2", "a small model's memory"),
+     "--model_sizes=small --seq_lengths=32 --batch_sizes=1 --recompute=off "
+     "--hparams='{\"model_hparam_overrides\": {\"hidden_size\": 128, "
+     "\"num_hidden_layers\": 2}}'", "one measurement of a 2-layer, 128-wide model"),
 ]
 
 
@@ -203,19 +208,21 @@ def _environment() -> dict:
 @pytest.mark.parametrize("page", PAGES)
 def test_documented_commands(page, work_dir, record_property):
   document, examples = page_examples(page)
-  ran, marked = [], []
+  ran, marked, seconds = [], [], []
 
   def run(example, kind, text):
     text = substituted(page, text)
     where = f"{page}:{example.line}"
     argv = (["bash", "-e", "-o", "pipefail", "-c", text] if kind == "bash" else
             [sys.executable, "-c", text])
+    started = time.monotonic()
     result = subprocess.run(argv, cwd=work_dir, env=_environment(), text=True,
                             capture_output=True, timeout=1800)
     assert result.returncode == 0, (
         f"{where}: exit {result.returncode}\n{text}\n--- stdout\n{result.stdout[-3000:]}"
         f"\n--- stderr\n{result.stderr[-3000:]}")
     ran.extend(commands_of(text) if kind == "bash" else [text])
+    seconds.append((round(time.monotonic() - started, 1), where))
 
   document.namespace["run"] = run
   if page in PAGE_SETUP:
@@ -228,7 +235,8 @@ def test_documented_commands(page, work_dir, record_property):
       example.evaluate()
     except unittest.SkipTest as skipped:
       marked.append(f"{page}:{example.line}: {skipped}")
-  record_property("documented_commands", {"ran": len(ran), "marked": marked})
+  record_property("documented_commands", {"ran": len(ran), "marked": marked,
+                                           "seconds": seconds})
 
 
 def commands_of(text: str) -> list:

@@ -1,6 +1,6 @@
 """Kill -9 soak test: the jobs survive SIGKILL anywhere and lose nothing.
 
-    python -m tools.soak --work_dir=/tmp/soak                   # short form (CI)
+    python -m tools.soak --work_dir=/tmp/soak                   # defaults: 10 kills of 200 steps
     python -m tools.soak --work_dir=/tmp/soak --kills=40 --num_train_steps=600 \\
         --tfrecords_kills=10 --finetuning_kills=15               # long form
 
