@@ -102,7 +102,7 @@ def _input_benchmark() -> Dict[str, Any]:
                                        FLAGS.vocab_file)
   else:
     special = tokenization.SpecialIds(pad_id=0, unk_id=100, cls_id=101, sep_id=102,
-                                      mask_id=103)
+                                      mask_id=config_lib.BERT_MASK_ID)
   # --steps counts timed batches (200 unless given); --warmup_steps untimed ones.
   batches = FLAGS.steps if FLAGS["steps"].present else 200
   warmup = FLAGS.warmup_steps if FLAGS["warmup_steps"].present else 20

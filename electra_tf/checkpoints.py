@@ -36,6 +36,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from electra_tf import fileio
 from electra_tf import stop_points
+from electra_tf.errors import CheckpointError
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
@@ -45,10 +46,6 @@ _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")  # official AdamWeightDecayOptimizer
 
 Target = Union[keras.layers.Layer, Iterable[tf.Variable]]
-
-
-class CheckpointError(ValueError):
-  """A checkpoint is absent, unreadable or does not fit the model (one line)."""
 
 
 class CheckpointEntry(NamedTuple):

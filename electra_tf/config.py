@@ -35,6 +35,14 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 from electra_tf.errors import ConfigError
 from electra_tf.vocabulary import load_vocab
 
+# Official values that more than one module uses (each fact once).
+BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocab: the official vocab_size
+BERT_MASK_ID = 103  # [MASK] in that vocab
+INITIALIZER_RANGE = 0.02  # stddev of the truncated-normal weight initializer
+LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm's, as official
+DISC_WEIGHT = 50.0  # the discriminator loss's weight in the joint loss
+MASK_PROB = 0.15  # share of the tokens masked
+
 MODEL_SIZES = ("small", "base", "large")
 # --strategy values (distribution.create_strategy); fine-tuning runs on one host.
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -77,7 +85,7 @@ _DEBUG_ARCH = {"num_hidden_layers": 3, "hidden_size": 144, "intermediate_size": 
 @dataclasses.dataclass
 class ModelConfig:
   """Transformer hyperparameters (the official `modeling.BertConfig`)."""
-  vocab_size: int = 30522
+  vocab_size: int = BERT_VOCAB_SIZE
   hidden_size: int = 768
   num_hidden_layers: int = 12
   num_attention_heads: int = 12
@@ -87,7 +95,7 @@ class ModelConfig:
   attention_probs_dropout_prob: float = 0.1
   max_position_embeddings: int = 512
   type_vocab_size: int = 2
-  initializer_range: float = 0.02
+  initializer_range: float = INITIALIZER_RANGE
 
   def __post_init__(self) -> None:
     if self.num_attention_heads < 1 or self.hidden_size % self.num_attention_heads:
@@ -137,7 +145,7 @@ class JobConfig:
   model_size: str = "small"
   model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
   embedding_size: Optional[int] = None  # the hidden size when None
-  vocab_size: int = 30522
+  vocab_size: int = BERT_VOCAB_SIZE
   do_lower_case: bool = True
   max_seq_length: int = 128
   weight_decay_rate: float = 0.01
@@ -285,9 +293,6 @@ class JobConfig:
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
-
-  def to_json(self) -> str:
-    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
 # ------------------------------------------------------- recorded hparams

@@ -15,6 +15,10 @@ class DataError(ValueError):
   """Input data (vocab, corpus, TFRecords, task files) is missing or malformed."""
 
 
+class CheckpointError(ValueError):
+  """A checkpoint is absent, unreadable or does not fit the model."""
+
+
 class TrainingError(ValueError):
   """The run cannot go on (non-finite loss, unusable model_dir)."""
 

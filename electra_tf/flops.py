@@ -20,6 +20,7 @@ prior log-odds added to the discriminator's logits).
 import dataclasses
 from typing import Optional, Tuple
 
+from electra_tf.config import BERT_VOCAB_SIZE
 from electra_tf.pretrain.config import PretrainingConfig
 
 DROPOUT_FLOPS = 4  # random number, >=, mask multiply, 1 / (1 - rate) multiply
@@ -36,7 +37,7 @@ class TransformerSize:
   hidden_size: int
   num_layers: int
   seq_length: int = 512
-  vocab_size: int = 30522
+  vocab_size: int = BERT_VOCAB_SIZE
   embedding_size: Optional[int] = None  # hidden_size when None
   intermediate_size: Optional[int] = None  # 4 * hidden_size when None
   num_heads: Optional[int] = None  # max(1, hidden_size // 64) when None

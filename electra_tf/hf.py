@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from electra_tf.config import ModelConfig, SHAPE_KEYS
+from electra_tf.config import INITIALIZER_RANGE, LAYER_NORM_EPSILON, SHAPE_KEYS, ModelConfig
 from electra_tf.errors import ConfigError, DataError
 
 PARTS = ("discriminator", "generator", "encoder")
@@ -36,7 +36,6 @@ WEIGHTS_NAME = "model.safetensors"
 # erf gelu, as the official code: transformers' "gelu" is torch's exact erf
 # form ("gelu_new" is the tanh approximation; docs/huggingface.md measures both).
 HIDDEN_ACT = "gelu"
-LAYER_NORM_EPS = 1e-12  # official LayerNorm epsilon
 
 
 class Tensor(NamedTuple):
@@ -147,7 +146,7 @@ def hf_config(part: str, model: ModelConfig, embedding_size: int) -> Dict:
       "attention_probs_dropout_prob": model.attention_probs_dropout_prob,
       "max_position_embeddings": model.max_position_embeddings,
       "type_vocab_size": model.type_vocab_size, "initializer_range": model.initializer_range,
-      "layer_norm_eps": LAYER_NORM_EPS, "pad_token_id": 0,
+      "layer_norm_eps": LAYER_NORM_EPSILON, "pad_token_id": 0,
       "position_embedding_type": "absolute", "summary_type": "first",
       "summary_use_proj": True, "summary_activation": "gelu", "summary_last_dropout": 0.1,
   }
@@ -163,9 +162,9 @@ def model_config(hf: Mapping, source: str) -> Tuple[ModelConfig, int]:
   for key, want in checks:
     if hf.get(key, want) != want:
       raise DataError(f"{source}: {key} {hf[key]!r}: this project builds {want!r} only")
-  if abs(float(hf.get("layer_norm_eps", LAYER_NORM_EPS)) - LAYER_NORM_EPS) > 1e-15:
+  if abs(float(hf.get("layer_norm_eps", LAYER_NORM_EPSILON)) - LAYER_NORM_EPSILON) > 1e-15:
     raise DataError(f"{source}: layer_norm_eps {hf['layer_norm_eps']}: this project "
-                    f"builds {LAYER_NORM_EPS} (official)")
+                    f"builds {LAYER_NORM_EPSILON} (official)")
   try:
     config = ModelConfig(
         vocab_size=int(hf["vocab_size"]), hidden_size=int(hf["hidden_size"]),
@@ -176,7 +175,7 @@ def model_config(hf: Mapping, source: str) -> Tuple[ModelConfig, int]:
         attention_probs_dropout_prob=float(hf.get("attention_probs_dropout_prob", 0.1)),
         max_position_embeddings=int(hf.get("max_position_embeddings", 512)),
         type_vocab_size=int(hf.get("type_vocab_size", 2)),
-        initializer_range=float(hf.get("initializer_range", 0.02)))
+        initializer_range=float(hf.get("initializer_range", INITIALIZER_RANGE)))
     embedding_size = int(hf.get("embedding_size", hf["hidden_size"]))
   except KeyError as e:
     raise DataError(f"{source}: config field {e.args[0]} is missing") from None
@@ -464,7 +463,7 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
             f"heads {model.num_attention_heads}, feed-forward {model.intermediate_size}, "
             f"embeddings {embedding_size}, positions {model.max_position_embeddings}",
             f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
-            f"LayerNorm epsilon {LAYER_NORM_EPS}"]
+            f"LayerNorm epsilon {LAYER_NORM_EPSILON}"]
   if runs:
     hparams = runs[-1]["hparams"]
     lines += [f"- {key}: {hparams[key]}" for key in CARD_KEYS if key in hparams]

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf import checkpoints, convert
+from electra_tf import checkpoints, convert, errors
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
@@ -115,7 +115,7 @@ def test_other_architecture_fails_naming_variable_and_shapes(converted, fixture_
   hparams = dict(fixture_hparams, model_hparam_overrides={
       "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4})
   model = build_model(PretrainingConfig.create(hparams))
-  with pytest.raises(checkpoints.CheckpointError) as error:
+  with pytest.raises(errors.CheckpointError) as error:
     checkpoints.restore_from_checkpoint(model, str(converted))
   message = str(error.value)
   assert "\n" not in message
@@ -128,21 +128,21 @@ def test_missing_and_unmapped_variables_are_errors(tmp_path):
   prefix = checkpoints.save_official_checkpoint(two_layers, str(tmp_path / "two"))
   deeper = dict(TINY, model_hparam_overrides=dict(
       TINY["model_hparam_overrides"], num_hidden_layers=3))
-  with pytest.raises(checkpoints.CheckpointError,
+  with pytest.raises(errors.CheckpointError,
                      match=r"lacks model variable electra/encoder/layer_2/\S+ "
                            r"\(and 31 more\)"):
     checkpoints.restore_from_checkpoint(
         build_model(PretrainingConfig.create(deeper)), prefix)
   shallower = dict(TINY, model_hparam_overrides=dict(
       TINY["model_hparam_overrides"], num_hidden_layers=1))
-  with pytest.raises(checkpoints.CheckpointError,
+  with pytest.raises(errors.CheckpointError,
                      match=r"variable electra/encoder/layer_1/\S+ \(and 31 more\) "
                            "has no counterpart in the model"):
     checkpoints.restore_from_checkpoint(
         build_model(PretrainingConfig.create(shallower)), prefix)
-  with pytest.raises(checkpoints.CheckpointError, match="not found"):
+  with pytest.raises(errors.CheckpointError, match="not found"):
     checkpoints.restore_from_checkpoint(two_layers, str(tmp_path / "absent"))
-  with pytest.raises(checkpoints.CheckpointError, match="holds no checkpoint"):
+  with pytest.raises(errors.CheckpointError, match="holds no checkpoint"):
     checkpoints.restore_from_checkpoint(two_layers, str(tmp_path))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, convert, train_loop
+from electra_tf import checkpoints, convert, errors, train_loop
 from electra_tf.config import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
@@ -432,14 +432,14 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
   os.rename(tmp_path / "converted", empty / "models" / "electra")
   assert finetune_job.initial_checkpoint(default) == str(
       empty / "models" / "electra" / "model.ckpt")
-  with pytest.raises(checkpoints.CheckpointError, match="not found"):
+  with pytest.raises(errors.CheckpointError, match="not found"):
     finetune_job.initial_checkpoint(config)
   # Another architecture is refused naming the variable and both shapes.
   other = FinetuningConfig.create(dict(FIXTURE_HPARAMS, embedding_size=8),
                                   task_names=["rte"], data_dir=str(data_dir))
   job = finetune_job.TrialJob(other, task_builder.get_tasks(other, finetune_job.load_tokenizer(other)),
                         tf.distribute.OneDeviceStrategy("/cpu:0"), 1, None)
-  with pytest.raises(checkpoints.CheckpointError, match=r"shape \[30522, 16\] there"):
+  with pytest.raises(errors.CheckpointError, match=r"shape \[30522, 16\] there"):
     job.initialize(str(official))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, convert, hf
+from electra_tf import checkpoints, convert, errors, hf
 from electra_tf.errors import DataError
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig
@@ -167,7 +167,7 @@ def test_discriminator_alone_is_a_finetuning_start_not_a_pretraining_one(
   ours = _values(original)
   for name, value in _values(encoder).items():
     np.testing.assert_array_equal(value, ours[name], err_msg=name)
-  with pytest.raises(checkpoints.CheckpointError, match=r"lacks model variable generator"):
+  with pytest.raises(errors.CheckpointError, match=r"lacks model variable generator"):
     checkpoints.check_restorable(build_model(config), prefix, allow_unused=False)
 
 

@@ -17,7 +17,6 @@ from electra_tf import config as config_lib
 from electra_tf.bench.device import device_and_peak_memory_mb
 from electra_tf.pretrain.config import PretrainingConfig
 
-MASK_ID = 103  # [MASK] in the BERT uncased vocab; any id < vocab_size works
 
 
 def synthetic_batch(batch_size: int, seq_length: int, max_predictions: int,
@@ -29,7 +28,7 @@ def synthetic_batch(batch_size: int, seq_length: int, max_predictions: int,
                                            replace=False))
                         for _ in range(batch_size)]).astype(np.int32)
   input_ids = original.copy()
-  np.put_along_axis(input_ids, positions, MASK_ID % vocab_size, axis=1)
+  np.put_along_axis(input_ids, positions, config_lib.BERT_MASK_ID % vocab_size, axis=1)
   return {
       "input_ids": input_ids,
       "input_mask": np.ones([batch_size, seq_length], np.int32),
@@ -108,7 +107,7 @@ def model_garden_step_runner(config: PretrainingConfig, batch: Dict[str, np.ndar
       vocab_size=disc_config.vocab_size, num_classes=2,
       num_token_predictions=config.max_predictions_per_seq,
       mlm_activation="gelu",
-      mlm_initializer=keras.initializers.TruncatedNormal(stddev=0.02))
+      mlm_initializer=keras.initializers.TruncatedNormal(stddev=config_lib.INITIALIZER_RANGE))
   optimizer = keras.optimizers.AdamW(learning_rate=config.learning_rate,
                                      weight_decay=config.weight_decay_rate,
                                      epsilon=1e-6, global_clipnorm=1.0)

@@ -10,13 +10,14 @@ What it prints and counts: electra_tf/pretrain/masking_report.py.
 from absl import flags
 
 from electra_tf import cli
+from electra_tf.config import MASK_PROB
 from electra_tf.pretrain import masking_report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("pretrain_tfrecords", None, "TFRecord glob pattern(s), comma-separated.")
 flags.DEFINE_string("vocab_file", None, "The vocab the records were built with.")
 flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
-flags.DEFINE_float("mask_prob", 0.15, "Share of tokens to mask.")
+flags.DEFINE_float("mask_prob", MASK_PROB, "Share of tokens to mask.")
 flags.DEFINE_integer("seed", 0, "Masking seed.")
 flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
 flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")

@@ -32,10 +32,9 @@ from typing import Any, Callable, Dict, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import ConfigError, ModelConfig
+from electra_tf.config import LAYER_NORM_EPSILON, ConfigError, ModelConfig
 from electra_tf.modeling import dropout
 
-LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm, as official
 # Added to attention scores of masked-out keys (official value, not -inf).
 ATTENTION_MASK_ADDER = -10000.0
 

@@ -51,7 +51,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import ModelConfig
+from electra_tf.config import DISC_WEIGHT, MASK_PROB, ModelConfig
 from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.modeling.sampling import sample_from_softmax
 from electra_tf.tokenization import SpecialIds, candidates_mask
@@ -256,10 +256,10 @@ class Objective:
   electra_objective: bool = True  # False: a plain masked LM
   electric_objective: bool = False  # Electric's noise-contrastive discriminator
   gen_weight: float = 1.0
-  disc_weight: float = 50.0
+  disc_weight: float = DISC_WEIGHT
   temperature: float = 1.0  # of the generator's softmax when sampling
   disallow_correct: bool = False  # never sample the original token
-  mask_prob: float = 0.15  # Electric's prior odds of a sampled token
+  mask_prob: float = MASK_PROB  # Electric's prior odds of a sampled token
 
   @property
   def has_discriminator(self) -> bool:

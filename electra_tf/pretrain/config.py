@@ -25,7 +25,7 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, Tuple
 
-from electra_tf.config import ConfigError, JobConfig, ModelConfig
+from electra_tf.config import DISC_WEIGHT, MASK_PROB, ConfigError, JobConfig, ModelConfig
 
 # The paper's Table 6 pre-training settings for base and large.  The official
 # configure_pretraining.py carries them as a commented-out block; here they
@@ -61,8 +61,8 @@ class PretrainingConfig(JobConfig):
   electra_objective: bool = True  # False: plain masked LM (BERT, no NSP)
   electric_objective: bool = False  # Electric: noise-contrastive cloze discriminator
   gen_weight: float = 1.0
-  disc_weight: float = 50.0
-  mask_prob: float = 0.15
+  disc_weight: float = DISC_WEIGHT
+  mask_prob: float = MASK_PROB
 
   # optimization
   learning_rate: float = 5e-4

@@ -44,6 +44,8 @@ from typing import Any, Dict, Mapping
 
 import numpy as np
 
+from electra_tf.config import DISC_WEIGHT
+
 AUC_NUM_THRESHOLDS = 200
 _AUC_THRESHOLD_SLACK = 1e-7  # tf.compat.v1.metrics.auc's end-point offset
 _AUC_EPSILON = 1e-6  # tf.compat.v1.metrics.auc's guard against 0 / 0
@@ -109,7 +111,7 @@ def _weighted_sums(values: np.ndarray, weights: np.ndarray):
 class PretrainingMetrics:
   """Streaming official pre-training eval metrics (see the module docstring)."""
 
-  def __init__(self, electra_objective: bool = True, disc_weight: float = 50.0):
+  def __init__(self, electra_objective: bool = True, disc_weight: float = DISC_WEIGHT):
     self.electra_objective = electra_objective
     self.has_disc_metrics = electra_objective and disc_weight > 0
     self.names = (MLM_METRICS + (SAMPLING_METRICS if electra_objective else ())
