@@ -130,17 +130,34 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
                          do_lower_case, output_dir, provenance)
 
 
+def _json_file(path: str) -> Optional[Dict]:
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def checkpoint_provenance(prefix: str, command: str) -> hf.Provenance:
   """What the checkpoint's directory tells of its training: the pre-training
-  job's training record, the step, and the evaluation of that step."""
+  job's training record, the step, and the evaluation of that step; for a
+  fine-tuned checkpoint (MODEL_DIR/trial_<n>/), the fine-tuning job's record,
+  its dev metrics, and the training record of its initial checkpoint."""
   directory = os.path.dirname(prefix)
-  results_path = os.path.join(directory, "results", "unsup_results.json")
-  results = None
-  if os.path.isfile(results_path):
-    with open(results_path, encoding="utf-8") as f:
-      results = json.load(f)
-  return hf.Provenance(train_loop.training_runs(directory, pretrain_job.TRAINING_RECORD),
-                       checkpoints.training_step(prefix), results, command, prefix)
+  finetuning = None
+  record_dir = config_lib.record_directory(prefix)
+  record = _json_file(os.path.join(record_dir, config_lib.FINETUNING_RECORD))
+  if record is not None:
+    results = {task: _json_file(os.path.join(record_dir, "results",
+                                             f"{task}_dev_metrics.json")) or {}
+               for task in record.get("task_names", [])}
+    finetuning = {"hparams": record, "results": results}
+    init = record.get("init_checkpoint") or ""
+    directory = config_lib.checkpoint_directory(init) if os.path.exists(init) else ""
+  results = _json_file(os.path.join(directory, "results", "unsup_results.json")) \
+      if record is None else None
+  runs = train_loop.training_runs(directory, pretrain_job.TRAINING_RECORD) if directory else []
+  return hf.Provenance(runs, checkpoints.training_step(prefix), results, command, prefix,
+                       finetuning)
 
 
 def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,

@@ -394,6 +394,9 @@ class Provenance(NamedTuple):
   results: Optional[Mapping]  # its final evaluation (unsup_results.json), when known
   command: str  # the command that writes the folders
   checkpoint: str  # what is converted (a model_dir or a checkpoint prefix)
+  # A fine-tuned checkpoint's job record (finetuning_config.json) as "hparams"
+  # and its dev metrics per task as "results"; None for any other checkpoint.
+  finetuning: Optional[Mapping] = None
 
 
 def export_model(values: Mapping[str, np.ndarray], parts: Mapping[str, ModelConfig],
@@ -441,7 +444,17 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
   TF1 release, an import from transformers) gets what the checkpoint itself
   shows: its architecture, and the vocab and casing it was exported with."""
   runs, step, results = provenance.runs, provenance.step, provenance.results
-  if runs:
+  tuned = provenance.finetuning
+  if tuned:
+    tasks = ", ".join(tuned["hparams"].get("task_names", []))
+    lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), fine-tuned with electra-tf", "",
+             f"The encoder of a model fine-tuned with electra-tf on {tasks} (the task heads "
+             "are not part of this layout), converted to transformers' ELECTRA layout. The "
+             "fine-tuning hparams and dev results below are the fine-tuning job's own files "
+             "(finetuning_config.json and results/ in its model_dir)"
+             + ("; the pre-training record is its initial checkpoint's." if runs else "."),
+             ""]
+  elif runs:
     lines = [f"# ELECTRA {part} ({ARCHITECTURES[part]}), pre-trained with electra-tf", "",
              "Pre-trained with electra-tf (a TensorFlow 2 reimplementation of the official "
              "google-research/electra code) and converted to transformers' ELECTRA layout. "
@@ -458,12 +471,24 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
     lines.append(f"- checkpoint: step {step}")
   lines += [f"- vocab: {vocab_size} WordPiece entries, "
             f"{'lower-cased' if do_lower_case else 'cased'} (vocab.txt)"
-            + ("" if runs else ", as the conversion was told"),
+            + ("" if runs or tuned else ", as the conversion was told"),
             f"- architecture: {model.num_hidden_layers} layers, hidden {model.hidden_size}, "
             f"heads {model.num_attention_heads}, feed-forward {model.intermediate_size}, "
             f"embeddings {embedding_size}, positions {model.max_position_embeddings}",
             f"- activation: {HIDDEN_ACT} (exact erf form, as the official code); "
             f"LayerNorm epsilon {LAYER_NORM_EPSILON}"]
+  if tuned:
+    lines += [f"- fine-tuned on: {tasks}",
+              f"- initial checkpoint: {tuned['hparams'].get('init_checkpoint')}",
+              "", "## Dev results", "", "| task | metric | value |", "|---|---|---|"]
+    lines += [f"| {task} | {name} | {value:.4g} |" if isinstance(value, float)
+              else f"| {task} | {name} | {value} |"
+              for task, metrics in sorted(tuned["results"].items())
+              for name, value in sorted(metrics.items())]
+    lines += ["", "## Fine-tuning hyperparameters (official names)", "", "```json",
+              json.dumps(tuned["hparams"], indent=1, sort_keys=True), "```"]
+    if runs:
+      lines += ["", "## Pre-training of the initial checkpoint", ""]
   if runs:
     hparams = runs[-1]["hparams"]
     lines += [f"- {key}: {hparams[key]}" for key in CARD_KEYS if key in hparams]

@@ -284,6 +284,38 @@ SAVED_PAIR = [str(SAVED / "discriminator"), str(SAVED / "generator")]
 SAVED_ATOL = 1e-5
 
 
+def test_a_finetuned_checkpoints_card_states_its_finetuning(tmp_path):
+  """convert --to_hf --encoder_only of MODEL_DIR/trial_1: the card gives the
+  fine-tuning job's record and dev metrics, and the pre-training record of its
+  initial checkpoint."""
+  from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune import job as finetune_job  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  (pretrained / "training_runs.json").write_text(json.dumps({"runs": [
+      {"from_step": 0, "command": "python run_pretraining.py --mine",
+       "hparams": {"num_train_steps": 7, "train_batch_size": 4}}]}))
+  tuned = FinetuningConfig.create({"task_names": ["rte"], "init_checkpoint": str(pretrained),
+                                   "vocab_size": 500})
+  model_dir = tmp_path / "rte"
+  (model_dir / "results").mkdir(parents=True)
+  (model_dir / config_lib.FINETUNING_RECORD).write_text(
+      json.dumps(finetune_job._run_record(tuned)))
+  (model_dir / "results" / "rte_dev_metrics.json").write_text(
+      json.dumps({"accuracy": 61.25, "loss": 0.65}))
+  provenance = convert.checkpoint_provenance(str(model_dir / "trial_1" / "ckpt-20"), "cmd")
+  card = hf.model_card("encoder", tuned.encoder_config(), 128, 500, True, provenance)
+  assert card.startswith("# ELECTRA encoder (ElectraModel), fine-tuned with electra-tf\n")
+  for line in ("- checkpoint: step 20", "- fine-tuned on: rte",
+               f"- initial checkpoint: {pretrained}", "| rte | accuracy | 61.25 |",
+               "| rte | loss | 0.65 |", '"learning_rate": 0.0001,',
+               "## Pre-training of the initial checkpoint", "- train_batch_size: 4",
+               "- num_train_steps: 7", "python run_pretraining.py --mine\ncmd"):
+    assert line + "\n" in card, line
+  assert "as the conversion was told" not in card
+
+
 @pytest.fixture(scope="module")
 def saved_import(tmp_path_factory):
   """The pair transformers saved (make_fixture.py), imported."""
