@@ -57,6 +57,7 @@ from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import hf
 from electra_tf import train_loop
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
@@ -113,7 +114,7 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
   provenance = checkpoint_provenance(prefix, command)
   trained = provenance.runs[-1]["hparams"].get("do_lower_case") if provenance.runs else None
   if trained is not None and trained != do_lower_case:
-    raise config_lib.ConfigError(
+    raise ConfigError(
         f"--do_lower_case: {prefix} was pre-trained with do_lower_case "
         f"{str(trained).lower()} ({os.path.join(os.path.dirname(prefix), pretrain_job.TRAINING_RECORD)}); pass "
         f"--{'' if trained else 'no'}do_lower_case")

@@ -30,8 +30,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from electra_tf.config import STRATEGIES, ConfigError
-from electra_tf.errors import TrainingError, error_message
+from electra_tf.config import STRATEGIES
+from electra_tf.errors import ConfigError, TrainingError, error_message
 
 # Test-only switch: split the host CPU into this many logical devices, so that
 # `--strategy=mirrored` runs on several replicas on a machine without GPUs.

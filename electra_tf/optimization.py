@@ -37,7 +37,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 
 BETA_1 = 0.9
 BETA_2 = 0.999

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from electra_tf import errors
 from electra_tf import optimization
 from electra_tf import train_loop
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
@@ -257,7 +258,7 @@ def test_out_of_memory_names_the_hparams_to_change(tmp_path):
   optimizer = optimization.create_optimizer(1e-3, 10, 0, 0.0)
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(optimizer=optimizer),
                                        str(tmp_path), 1)
-  with pytest.raises(train_loop.TrainingError) as error:
+  with pytest.raises(errors.TrainingError) as error:
     train_loop.train_to_end(step_loop, None, optimizer, manager,
                             train_loop.Schedule(10, 5, 5, 5, 8),
                             tf.summary.create_noop_writer())

@@ -12,12 +12,12 @@ import sys
 import pytest
 import tensorflow as tf
 
+from electra_tf import stop_points
+from electra_tf import tokenization
+from electra_tf.errors import DataError
 from electra_tf.pretrain import corpus as corpus_lib
 from electra_tf.pretrain import tfrecords as builder_lib
 from electra_tf.pretrain.tfrecords import ExampleBuilder
-from electra_tf import stop_points
-from electra_tf import tokenization
-from electra_tf.tokenization import DataError
 
 CLS, SEP = 101, 102
 

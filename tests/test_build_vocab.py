@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from electra_tf.pretrain import vocab as vocab_lib
 from electra_tf import tokenization
-from electra_tf.tokenization import DataError
+from electra_tf.errors import DataError
+from electra_tf.pretrain import vocab as vocab_lib
 
 
 @pytest.fixture(scope="module")

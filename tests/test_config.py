@@ -5,7 +5,7 @@ import json
 import pytest
 
 from electra_tf import config as config_lib
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
 

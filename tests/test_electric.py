@@ -16,7 +16,7 @@ import scipy.special
 import tensorflow as tf
 
 from electra_tf import checkpoints, convert, flops, tokenization
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.modeling import pretrainer as pt
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.finetune.config import TASK_NAMES, FinetuningConfig
 
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, convert, errors, train_loop
-from electra_tf.config import ConfigError
+from electra_tf import checkpoints, convert, errors
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
@@ -222,7 +222,7 @@ def test_rerun_skips_done_trials_and_refuses_other_hparams(glue_run, capsys):
   changed = FinetuningConfig.create(dict(TINY, init_checkpoint="none", learning_rate=3e-4),
                                     task_names=list(GLUE), data_dir=config.data_dir,
                                     model_dir=config.model_dir)
-  with pytest.raises(train_loop.TrainingError,
+  with pytest.raises(errors.TrainingError,
                      match="learning_rate: 0.0001 there, 0.0003 now"):
     finetune_job.run(changed, strategy_name="one_device")
 

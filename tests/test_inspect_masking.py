@@ -12,6 +12,7 @@ import pytest
 
 from electra_tf.pretrain import tfrecords as build_tfrecords
 from electra_tf.pretrain import masking_report as inspect_masking
+from electra_tf import errors
 from electra_tf import tokenization
 
 
@@ -104,6 +105,6 @@ def test_errors(records, bert_vocab, kwargs, message):
   args = dict(file_patterns=records, vocab_file=str(bert_vocab), num_examples=10,
               mask_prob=0.15, seed=0, num_print=0, as_json=True)
   args.update(kwargs)
-  with pytest.raises(tokenization.DataError) as e:
+  with pytest.raises(errors.DataError) as e:
     inspect_masking.inspect(**args)
   assert message in str(e.value)

@@ -5,11 +5,11 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.bench import step as step_bench
 from electra_tf import optimization
 from electra_tf import train_loop
+from electra_tf.bench import step as step_bench
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain import job as job_lib
-from electra_tf.config import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
 STEPS = 2

@@ -8,9 +8,10 @@ import scipy.special
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf.config import ConfigError, ModelConfig
-from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.config import ModelConfig
+from electra_tf.errors import ConfigError
 from electra_tf.modeling import encoder as encoder_lib
+from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 
 TOL = dict(atol=1e-4, rtol=1e-4)

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from electra_tf import tokenization
-from electra_tf.config import ConfigError
-from electra_tf.finetune import spans, task_builder
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
+from electra_tf.finetune import spans, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 
 seqeval_metrics = pytest.importorskip("seqeval.metrics")

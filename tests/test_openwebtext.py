@@ -11,8 +11,8 @@ import tarfile
 
 import pytest
 
+from electra_tf.errors import DataError
 from electra_tf.pretrain import tfrecords as builder_lib
-from electra_tf.tokenization import DataError
 
 from tests.test_build_tfrecords import output_files, read_records
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import optimization
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 
 
 

@@ -6,10 +6,10 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from electra_tf.pretrain import tfrecords as build_tfrecords
-from electra_tf.pretrain import data as pretrain_data
 from electra_tf import tokenization
-from electra_tf.tokenization import DataError
+from electra_tf.errors import DataError
+from electra_tf.pretrain import data as pretrain_data
+from electra_tf.pretrain import tfrecords as build_tfrecords
 
 S, N, MASK_PROB = 128, 19, 0.15  # N = int((0.15 + 0.005) * 128), as official
 Z = 4.5  # tolerance in standard deviations

@@ -9,10 +9,10 @@ import scipy.stats
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
+from electra_tf.modeling import pretrainer as pt
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.modeling import pretrainer as pt
 
 # The official debug fixture (docs/faithfulness.md): logits and probabilities
 # to 3e-6 absolute, losses to 1e-6 relative.

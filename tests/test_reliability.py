@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, fileio, optimization, train_loop
+from electra_tf import checkpoints, errors, fileio, optimization, train_loop
 from tests import test_training
 from tests.conftest import make_pretraining_data_dir
 
@@ -91,7 +91,7 @@ def _toy_job(tmp_path, fault_step, fault):
 @pytest.mark.parametrize("fault", ["loss", "gradients"])
 def test_nan_or_inf_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path, fault):
   loop, iterator, optimizer, manager, schedule = _toy_job(tmp_path, 5, fault)
-  with pytest.raises(train_loop.TrainingError) as error:
+  with pytest.raises(errors.TrainingError) as error:
     train_loop.train_to_end(loop, iterator, optimizer, manager, schedule,
                             tf.summary.create_noop_writer())
   message = str(error.value)
@@ -334,7 +334,7 @@ def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tm
     PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(tmp_path), "model_size": "base"})
   # The job's own check of the record, for a config made elsewhere.
   other = PretrainingConfig.create({**TINY_HPARAMS, "vocab_size": 8000, "model_size": "base"})
-  with pytest.raises(train_loop.TrainingError) as error:
+  with pytest.raises(errors.TrainingError) as error:
     train_loop.check_run_record(str(tmp_path), job_lib.RUN_RECORD, other.architecture())
   message = str(error.value)
   assert message.startswith(f"model_dir {tmp_path} holds a run of other hparams (")

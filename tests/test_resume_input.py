@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from electra_tf import tokenization
 from electra_tf import train_loop
+from electra_tf.errors import DataError
 from electra_tf.pretrain import data as pretrain_data
-from electra_tf.tokenization import DataError
 from tests import test_training
 
 S, N, BATCH = 32, 5, 8

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import tokenization
-from electra_tf.tokenization import DataError
+from electra_tf.errors import DataError
 
 
 def corpus_sample(corpus_dir, every=8):

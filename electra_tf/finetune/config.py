@@ -33,7 +33,8 @@ import importlib
 import os
 from typing import Any, ClassVar, List, Optional, Tuple, Type
 
-from electra_tf.config import ConfigError, JobConfig, recorded_vocab
+from electra_tf.config import JobConfig, recorded_vocab
+from electra_tf.errors import ConfigError
 
 # The task registry: name -> its class, as "module.Class" under
 # electra_tf/finetune/ (named, not imported, so that checking hparam names and

@@ -50,7 +50,7 @@ from electra_tf import optimization
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
 from electra_tf.finetune import task_builder

@@ -53,9 +53,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
-from electra_tf.finetune.config import ConfigError, FinetuningConfig
+from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)

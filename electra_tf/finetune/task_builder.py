@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import List
 
-from electra_tf.finetune.config import ConfigError, FinetuningConfig, task_class
+from electra_tf.errors import ConfigError
+from electra_tf.finetune.config import FinetuningConfig, task_class
 from electra_tf.finetune.task import Task
 
 

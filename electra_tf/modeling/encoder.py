@@ -32,7 +32,8 @@ from typing import Any, Callable, Dict, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import LAYER_NORM_EPSILON, ConfigError, ModelConfig
+from electra_tf.config import LAYER_NORM_EPSILON, ModelConfig
+from electra_tf.errors import ConfigError
 from electra_tf.modeling import dropout
 
 # Added to attention scores of masked-out keys (official value, not -inf).

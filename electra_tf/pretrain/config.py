@@ -25,7 +25,8 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, Tuple
 
-from electra_tf.config import DISC_WEIGHT, MASK_PROB, ConfigError, JobConfig, ModelConfig
+from electra_tf.config import DISC_WEIGHT, MASK_PROB, JobConfig, ModelConfig
+from electra_tf.errors import ConfigError
 
 # The paper's Table 6 pre-training settings for base and large.  The official
 # configure_pretraining.py carries them as a commented-out block; here they

@@ -44,24 +44,24 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf import curves
 from electra_tf import config as config_lib
+from electra_tf import curves
 from electra_tf import distribution
-from electra_tf import serving
 from electra_tf import fileio
 from electra_tf import hf
 from electra_tf import optimization
+from electra_tf import serving
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
-from electra_tf.errors import ConfigError
+from electra_tf.errors import TrainingError
 from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain import metrics as metrics_lib
 from electra_tf.pretrain import verdicts
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.train_loop import TrainingError, log as _log
+from electra_tf.train_loop import log as _log
 
 RUN_RECORD = config_lib.ARCHITECTURE_RECORD  # the architecture; a rerun with another is refused
 # What the checkpoints were trained with (each run's hparams and command):

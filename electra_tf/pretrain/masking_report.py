@@ -27,6 +27,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from electra_tf import tokenization
+from electra_tf.errors import DataError
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain.config import max_predictions_per_seq
 from electra_tf.tokenization import SpecialIds
@@ -103,9 +104,9 @@ def inspect(file_patterns: str, vocab_file: str, num_examples: int,
             mask_prob: float, seed: int, num_print: int, as_json: bool,
             out=sys.stdout) -> Dict[str, float]:
   if num_examples < 1:
-    raise tokenization.DataError(f"--num_examples: {num_examples} must be >= 1")
+    raise DataError(f"--num_examples: {num_examples} must be >= 1")
   if not 0.0 < mask_prob < 1.0:
-    raise tokenization.DataError(f"--mask_prob: {mask_prob} is outside (0, 1)")
+    raise DataError(f"--mask_prob: {mask_prob} is outside (0, 1)")
   vocab = tokenization.load_vocab(vocab_file)
   special = tokenization.special_ids(vocab, vocab_file)
   inv_vocab = {i: token for token, i in vocab.items()}

@@ -24,8 +24,8 @@ import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
 
 from electra_tf import tokenization
+from electra_tf.errors import DataError
 from electra_tf.pretrain import corpus as corpus_lib
-from electra_tf.tokenization import DataError
 
 RESERVED_TOKENS = tokenization.SPECIAL_TOKENS  # [PAD] first: id 0 is padding
 _BATCH = 1024
