@@ -436,6 +436,11 @@ CARD_KEYS = ("train_batch_size", "max_seq_length", "num_train_steps", "learning_
              "num_warmup_steps", "mask_prob", "pretrain_tfrecords")
 
 
+def _cell(value) -> str:
+  """A metric as a card's table shows it (4 significant digits for floats)."""
+  return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: int,
                do_lower_case: bool, provenance: Provenance) -> str:
   """README.md of an exported folder: what it is and what is known of how it
@@ -481,8 +486,7 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
     lines += [f"- fine-tuned on: {tasks}",
               f"- initial checkpoint: {tuned['hparams'].get('init_checkpoint')}",
               "", "## Dev results", "", "| task | metric | value |", "|---|---|---|"]
-    lines += [f"| {task} | {name} | {value:.4g} |" if isinstance(value, float)
-              else f"| {task} | {name} | {value} |"
+    lines += [f"| {task} | {name} | {_cell(value)} |"
               for task, metrics in sorted(tuned["results"].items())
               for name, value in sorted(metrics.items())]
     lines += ["", "## Fine-tuning hyperparameters (official names)", "", "```json",
@@ -502,8 +506,7 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
   if results and (step is None or results.get("global_step", step) == step):
     lines += ["", "## Final evaluation (unsup_results.json)", "", "| metric | value |",
               "|---|---|"]
-    lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |"
-              for k, v in sorted(results.items())]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in sorted(results.items())]
   # the training commands, then the export's (the last run's own with --export_hf)
   commands = dict.fromkeys(c for c in [run.get("command") for run in runs]
                            + [provenance.command] if c)

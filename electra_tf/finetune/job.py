@@ -116,12 +116,10 @@ def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
   tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
-  own_vocab = (config.init_checkpoint != NO_CHECKPOINT
-               and config_lib.recorded_hparams(config.init_checkpoint) is not None
-               and config_lib.recorded_vocab(config.init_checkpoint) is not None
-               and os.path.samefile(config_lib.recorded_vocab(config.init_checkpoint),
-                                    config.vocab_file))
-  if not own_vocab:
+  recorded = (config_lib.recorded_vocab(config.init_checkpoint)
+              if config.init_checkpoint != NO_CHECKPOINT
+              and config_lib.recorded_hparams(config.init_checkpoint) else None)
+  if not (recorded and os.path.samefile(recorded, config.vocab_file)):
     tokenization.check_vocab_casing(tokenizer.vocab, config.do_lower_case, config.vocab_file)
   return tokenizer
 
