@@ -307,7 +307,7 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   # The named moments are stop points: every one of them is killed in the
   # act, whatever the speed of the machine (random moments may miss).
   acts = {name: dict(job["kills_in_the_act"], random=None) for name, job in jobs.items()}
-  assert acts["tfrecords"] == {"write": 1, "random": None}
+  assert acts["tfrecords"] == {"write": 1, "finish": 1, "random": None}
   assert acts["pretraining"] == {"save": 2, "eval": 1, "export": 1, "random": None}
   assert acts["finetuning"] == {"save": 1, "eval": 1, "export": 1, "random": None}
   assert jobs["pretraining"]["kills"] == 5 and jobs["pretraining"]["final_step"] == 60

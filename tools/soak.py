@@ -15,7 +15,7 @@ eval, export), `run_finetuning.py` (train, eval, export) — the soak:
      job is made to freeze at (`electra_tf.stop_points`), so that those
      kills land in the act however fast the machine is: a checkpoint whose
      files are written and not yet recorded as the latest, TFRecords
-     half-written under their temporary names, an evaluation under way, a
+     half-written under their temporary names or partly joined, an evaluation under way, a
      SavedModel complete in its temporary directory;
   3. after every kill checks that the checkpoints the `checkpoint` state file
      lists (the latest among them) read back completely and that every file
@@ -281,8 +281,9 @@ def soak(job: Job, work_dir: pathlib.Path, rng: random.Random,
   plan = job.moments()
   rng.shuffle(plan)
   # Saves need training left to do, eval and export come after it: kill
-  # during saves first, at random moments next, in eval and export last.
-  order = {"save": 0, "write": 0, "eval": 2, "export": 3}
+  # during saves first, at random moments next, in eval and export last. A
+  # build killed while it joins its files still has them to join.
+  order = {"save": 0, "write": 0, "note": 0, "finish": 0.5, "eval": 2, "export": 3}
   plan.sort(key=lambda m: order.get(m.label, 1))
   records: List[Dict] = []
   texts: List[str] = []
@@ -354,9 +355,13 @@ def tfrecords_job(args, rng: random.Random) -> Job:
             "--max_seq_length=32", "--num_out_files=4", "--seed=11"]
 
   def moments() -> List[Moment]:
-    n_write = max(1, args.tfrecords_kills // 2)
-    return ([Moment("write", "tfrecords_writing")] * n_write +
-            random_moments(args.tfrecords_kills - n_write, rng))
+    # A random moment the rerun outlives finishes the build, and a finished
+    # build cannot be killed again: the first kills are named moments.
+    named = [Moment("write", "tfrecords_writing"), Moment("finish", "tfrecords_finishing"),
+             Moment("note", "tfrecords_checkpoint")][:args.tfrecords_kills]
+    n_write = max(1, args.tfrecords_kills // 3)
+    return (named + [Moment("write", "tfrecords_writing")] * max(0, n_write - 1) +
+            random_moments(args.tfrecords_kills - len(named) - max(0, n_write - 1), rng))
 
   def verify(reference_dir, soaked_dir, _texts) -> Dict:
     names = sorted(p.name for p in reference_dir.glob("pretrain_data.tfrecord-*"))
