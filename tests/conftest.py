@@ -105,3 +105,40 @@ def pytest_terminal_summary(terminalreporter):
     slowest = sorted(seconds, reverse=True)[:8]
     terminalreporter.write_line("  slowest blocks: " + ", ".join(
         f"{where} {taken:.0f} s" for taken, where in slowest))
+
+
+# Two workers (pytest.ini: --dist loadgroup): a test file stays on one worker
+# (its module fixtures are built once), and each docs page is a unit of its
+# own.  A worker takes the next unit when it runs dry, so a long unit taken
+# last keeps one worker busy while the other idles: the longest units of the
+# last full run (docs/results/suite_*.txt) start first, the rest follow in
+# file order.
+LONGEST_FIRST = [
+    "tests/test_reliability.py", "tests/test_docs_commands.py[README.md]",
+    "tests/test_strategies.py", "tests/test_official_trajectory.py",
+    "tests/test_learning_study.py", "tests/test_docs_commands.py[docs/pretraining.md]",
+    "tests/test_multi_worker.py", "tests/test_hf.py",
+    "tests/test_docs_commands.py[docs/huggingface.md]",
+    "tests/test_docs_commands.py[docs/serving.md]", "tests/test_training.py",
+    "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
+]
+
+
+def scheduling_unit(item: pytest.Item) -> str:
+  """The file, or for a documented-commands test its page."""
+  path = item.nodeid.split("::")[0]
+  page = getattr(item, "callspec", None) and item.callspec.params.get("page")
+  return f"{path}[{page}]" if path.endswith("test_docs_commands.py") and page else path
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+  del config
+  units = [scheduling_unit(item) for item in items]
+  rank = {unit: LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
+          for unit in units}
+  order = sorted(range(len(items)), key=lambda i: (rank[units[i]], units[i] if rank[units[i]]
+                                                   == len(LONGEST_FIRST) else "", i))
+  for i in order:
+    items[i].add_marker(pytest.mark.xdist_group(units[i]))
+  items[:] = [items[i] for i in order]

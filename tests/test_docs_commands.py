@@ -18,6 +18,7 @@ blocks were marked, with their reasons.  The blocks are parsed with Sybil.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -84,8 +85,8 @@ SUBSTITUTIONS = [
      "2 eval batches of 8 instead of 100 of 128"),
     ("README.md", "python run_pretraining.py\n",
      f"python run_pretraining.py --hparams='{{{TINY_TRAINING}, {TINY_EVAL}, "
-     '"eval_every_steps": 10}\'\n', "the embedded default, 2 layers for 20 steps instead of 4 "
-     "for 400"),
+     '"eval_every_steps": 10, "log_every": 5}\'\n', "the embedded default, 2 layers for 20 "
+     "steps (evaluated every 10, logged every 5) instead of 4 for 400"),
     ("README.md", "hub/electra-small-discriminator,hub/electra-small-generator",
      "tests/data/hf_transformers_saved/discriminator,tests/data/hf_transformers_saved/generator",
      "a pair saved by transformers 5.24 itself (random weights, committed) for the Hub's"),
@@ -136,6 +137,47 @@ SUBSTITUTIONS = [
      "--model_sizes=small --seq_lengths=32 --batch_sizes=1 --recompute=off "
      "--hparams='{\"model_hparam_overrides\": {\"hidden_size\": 128, "
      "\"num_hidden_layers\": 2}}'", "one measurement of a 2-layer, 128-wide model"),
+]
+
+
+
+
+def check_embedded_default(work: pathlib.Path, stdout: str, stderr: str) -> None:
+  """The Quickstart's first command: what it says it makes, it makes."""
+  demo = work / "electra_demo"
+  vocab = (demo / "vocab.txt").read_text(encoding="utf-8").splitlines()
+  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000
+  assert list((demo / "pretrain_tfrecords").glob("pretrain_data.tfrecord-*-of-4"))
+  mlm_losses = [float(line.split("mlm_loss ")[1].split(" ")[0])
+                for line in stdout.splitlines() if line.startswith("step ")]
+  assert len(mlm_losses) == 4 and mlm_losses[-1] < mlm_losses[0], mlm_losses
+  model_dir = demo / "models" / "electra_demo"
+  results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
+  assert results["global_step"] == 20 and results["masked_lm_loss"] > 0
+  assert 0.0 <= results["disc_auc_real_tokens"] <= 1.0
+  assert (model_dir / "results" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # A held-out example with the generator's replacements and the verdicts.
+  example = stdout.split("The discriminator on an eval example")[1].splitlines()[1]
+  assert example.startswith("[CLS]") and "->" in example and example.endswith("[SEP]")
+  assert (model_dir / "export" / "saved_model.pb").exists()
+  # Evaluated during training too, so the eval panels are curves.
+  from electra_tf import curves  # pylint: disable=g-import-not-at-top
+  assert sorted(curves.read_scalars(str(model_dir / "eval"))["disc_auc_real_tokens"]) == [10, 20]
+  assert "of electra_demo/eval_tfrecords/pretrain_data.tfrecord*" in stdout
+  assert "TRAINING records" not in stdout
+  # What it says: the vocab it wrote, the loss's parts, where the curves are;
+  # no CUDA probe error on a machine without a GPU.
+  assert f"Wrote {len(vocab):,} entries" in stdout
+  assert "loss = 1 x mlm_loss + 50 x disc_loss" in stdout
+  assert "Drew the curves in electra_demo/models/electra_demo/results/curves.png" in stdout
+  assert "cuInit" not in stderr
+
+
+# (page, a block as the page has it, check(work_dir, stdout, stderr)): what a
+# block's outputs must be, beyond its exit status 0.
+BLOCK_CHECKS = [
+    ("README.md", "pip install -r requirements.txt && python run_pretraining.py\n",
+     check_embedded_default),
 ]
 
 
@@ -221,6 +263,9 @@ def test_documented_commands(page, work_dir, record_property):
     assert result.returncode == 0, (
         f"{where}: exit {result.returncode}\n{text}\n--- stdout\n{result.stdout[-3000:]}"
         f"\n--- stderr\n{result.stderr[-3000:]}")
+    for check_page, block, check in BLOCK_CHECKS:
+      if (check_page, block) == (page, example.parsed):
+        check(work_dir, result.stdout, result.stderr)
     ran.extend(commands_of(text) if kind == "bash" else [text])
     seconds.append((round(time.monotonic() - started, 1), where))
 
@@ -260,6 +305,8 @@ def test_substitutions_and_markers_are_what_the_pages_need():
     pages = PAGES if where == "*" else [where]
     assert any(old in texts[p] for p in pages), f"substitution {old!r} matches no page"
     assert reason
+  for page, block, _ in BLOCK_CHECKS:
+    assert block in [example.parsed for example in page_examples(page)[1]], (page, block)
   for page, text in texts.items():
     for marker in re.findall(r"<!--\s*skip:\s*(.*?)-->", text):
       assert re.match(r'next\s+"[^"]{10,}"\s*$', marker), (page, marker)

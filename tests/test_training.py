@@ -199,48 +199,6 @@ _MWMS_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_embedded_default_end_to_end(tmp_path):
-  """Quickstart command 1 (shortened): no data flags, nothing downloaded."""
-  hparams = {"save_checkpoints_steps": 15, "log_every": 5, "num_eval_steps": 2,
-             "num_warmup_steps": 3, "eval_every_steps": 5}
-  env = _env()
-  del env["TF_CPP_MIN_LOG_LEVEL"]  # as a user starts it: the package sets the level
-  run = subprocess.run(
-      [sys.executable, str(REPO / "run_pretraining.py"), "--num_train_steps=15",
-       "--hparams=" + json.dumps(hparams)],
-      cwd=tmp_path, env=env, text=True, capture_output=True, timeout=1200)
-  assert run.returncode == 0, run.stderr[-3000:]
-  demo = tmp_path / "electra_demo"
-  vocab = (demo / "vocab.txt").read_text(encoding="utf-8").splitlines()
-  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000
-  assert list((demo / "pretrain_tfrecords").glob("pretrain_data.tfrecord-*-of-4"))
-  mlm_losses = [float(line.split("mlm_loss ")[1].split(" ")[0])
-                for line in run.stdout.splitlines() if line.startswith("step ")]
-  assert len(mlm_losses) == 3 and mlm_losses[-1] < mlm_losses[0]
-  model_dir = demo / "models" / "electra_demo"
-  results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
-  assert results["global_step"] == 15 and results["masked_lm_loss"] > 0
-  assert 0.0 <= results["disc_auc_real_tokens"] <= 1.0
-  assert (model_dir / "results" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-  # The held-out example with the generator's replacements and the verdicts.
-  example = run.stdout.split("The discriminator on an eval example")[1].splitlines()[1]
-  assert example.startswith("[CLS]") and "->" in example and example.endswith("[SEP]")
-  assert (model_dir / "export" / "saved_model.pb").exists()
-  # Evaluated during training too (steps 5 and 10), so the eval panels are curves.
-  from electra_tf import curves  # pylint: disable=g-import-not-at-top
-  evaluations = curves.read_scalars(str(model_dir / "eval"))
-  assert sorted(evaluations["disc_auc_real_tokens"]) == [5, 10, 15]
-  assert "of electra_demo/eval_tfrecords/pretrain_data.tfrecord*" in run.stdout
-  assert "TRAINING records" not in run.stdout
-  # What it says: the vocab it wrote, the loss's parts, where the curves are;
-  # no CUDA probe error on a machine without a GPU.
-  assert f"Wrote {len(vocab):,} entries" in run.stdout
-  assert "loss = 1 x mlm_loss + 50 x disc_loss" in run.stdout
-  assert f"Drew the curves in electra_demo/models/electra_demo/results/curves.png" in run.stdout
-  assert "cuInit" not in run.stderr
-
-
 def test_eval_batches_draw_their_own_sampling_noise():
   """Rows of different eval batches, and training rows, never share a counter."""
   batch = 4
