@@ -160,3 +160,24 @@ def test_electric_small_flops_ratio_is_flops_pys():
       {"model_size": "small", "electric_objective": True}))
   electra = flops.flops_per_seq(PretrainingConfig.create({"model_size": "small"}))
   assert f"{electric / electra:.1f}" == stated
+
+
+@pytest.mark.parametrize("name", ["build_tfrecords_benchmark.json",
+                                  "build_tfrecords_benchmark_32copies.json"])
+def test_build_tfrecords_tables_are_their_benchmark_files(name):
+  """docs/performance.md's builder tables restate their benchmark files
+  (tools/benchmark_build_tfrecords.py --json_out)."""
+  with open(REPO / "docs" / name, encoding="utf-8") as f:
+    bench = json.load(f)
+  section = page("docs/performance.md").split("## Building TFRecords", 1)[1].split("\n## ", 1)[0]
+  assert f"]({name})" in section
+  text = section.split(f"Measured {bench['date']}", 1)[1].split("\n\n| ", 1)[1].split("\n\n", 1)[0]
+  rows = re.findall(r"^\| (ours|official) \(`--num[_-]\w+`\) \| (\d+) \| (\d+) \| ([\d,]+) \| "
+                    r"([\d,]+) \| ([\d,]+|-) \| ([\d,]+) MB \| ([\d.]+) \|$", "| " + text, flags=re.M)
+  assert len(rows) == len(bench["builds"])
+  for row, build in zip(rows, bench["builds"]):
+    steady = build.get("steady_examples_per_s")
+    assert row == (build["script"], str(build["processes"]), f"{build['wall_s']:.0f}",
+                   f"{build['examples_per_s']:,}", f"{build['tokens_per_s']:,}",
+                   f"{steady:,}" if steady else "-", f"{build['peak_rss_mb']:,}",
+                   f"{build['load_average_1min']}"), row
