@@ -41,6 +41,7 @@ from electra_tf.bench import input_pipeline
 from electra_tf.bench import record
 from electra_tf.bench import serving as serving_bench
 from electra_tf.bench import step as step_bench
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
 FLAGS = flags.FLAGS
@@ -91,9 +92,9 @@ def _input_benchmark() -> Dict[str, Any]:
   """--input_only: the flags checked, the benchmark run."""
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not FLAGS.pretrain_tfrecords:
-    raise ValueError("--input_only needs --pretrain_tfrecords")
+    raise ConfigError("--input_only needs --pretrain_tfrecords")
   if FLAGS.baseline or FLAGS.export_dir:
-    raise ValueError("--input_only times the input pipeline; drop --baseline / --export_dir")
+    raise ConfigError("--input_only times the input pipeline; drop --baseline / --export_dir")
   _check_counts("batch_size", "seq_length", "steps")
   config = PretrainingConfig.create(dict(config_lib.parse_hparams(FLAGS.hparams),
                                          max_seq_length=FLAGS.seq_length))
@@ -115,9 +116,9 @@ def _check_counts(*positive: str) -> None:
   """The flags `positive` must be > 0, --warmup_steps >= 0."""
   for name in positive:
     if FLAGS[name].value <= 0:
-      raise ValueError(f"--{name}: {FLAGS[name].value} must be > 0")
+      raise ConfigError(f"--{name}: {FLAGS[name].value} must be > 0")
   if FLAGS.warmup_steps < 0:
-    raise ValueError(f"--warmup_steps: {FLAGS.warmup_steps} must be >= 0")
+    raise ConfigError(f"--warmup_steps: {FLAGS.warmup_steps} must be >= 0")
 
 
 def config_from_flags() -> PretrainingConfig:
@@ -142,8 +143,8 @@ def main() -> int:
   if FLAGS.json_output:
     fileio.check_writable(os.path.dirname(os.path.abspath(FLAGS.json_output)), "--json_output")
   if FLAGS.profile_dir and (FLAGS.input_only or FLAGS.export_dir):
-    raise ValueError("--profile_dir: profiles the training step; drop it with "
-                     "--input_only / --export_dir")
+    raise ConfigError("--profile_dir: profiles the training step; drop it with "
+                      "--input_only / --export_dir")
   if FLAGS.input_only:
     result = _input_benchmark()
     if not FLAGS.json:
@@ -154,10 +155,10 @@ def main() -> int:
     return 0
   if FLAGS.export_dir:
     if FLAGS.baseline:
-      raise ValueError("--baseline: times training; drop it with --export_dir")
+      raise ConfigError("--baseline: times training; drop it with --export_dir")
     _check_counts("batch_size", "seq_length", "steps", "latency_calls")
     if FLAGS.seq_length < 3:
-      raise ValueError(f"--seq_length: {FLAGS.seq_length} must be >= 3 with --export_dir")
+      raise ConfigError(f"--seq_length: {FLAGS.seq_length} must be >= 3 with --export_dir")
     result = serving_bench.run_serving_benchmark(FLAGS.export_dir, FLAGS.batch_size, FLAGS.seq_length,
                                    FLAGS.steps, FLAGS.latency_calls, FLAGS.warmup_steps)
     if not FLAGS.json:
@@ -168,9 +169,9 @@ def main() -> int:
     return 0
   config = config_from_flags()
   if FLAGS.baseline and (not config.electra_objective or config.two_tower_generator):
-    raise ValueError("--baseline=model_garden compares the ELECTRA objective; "
-                     "drop electra_objective=false / electric_objective / "
-                     "two_tower_generator from --hparams")
+    raise ConfigError("--baseline=model_garden compares the ELECTRA objective; "
+                      "drop electra_objective=false / electric_objective / "
+                      "two_tower_generator from --hparams")
   _check_counts("pairs")
   result = step_bench.run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline,
                          FLAGS.pairs, FLAGS.profile_dir, FLAGS.baseline_precision)

@@ -36,7 +36,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from electra_tf import fileio
 from electra_tf import stop_points
-from electra_tf.errors import CheckpointError
+from electra_tf.errors import CheckpointError, ConfigError
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
@@ -246,9 +246,9 @@ def holds_saved_model(directory: str) -> bool:
 def check_output_dir(final_dir: str, flag: str, overwrite: bool = False) -> None:
   """Raises unless `final_dir` is absent, empty, or (`overwrite`) replaceable."""
   if os.path.exists(final_dir) and not os.path.isdir(final_dir):
-    raise ValueError(f"{flag}: {final_dir} exists and is not a directory")
+    raise ConfigError(f"{flag}: {final_dir} exists and is not a directory")
   if os.path.isdir(final_dir) and os.listdir(final_dir) and not overwrite:
-    raise ValueError(f"{flag}: {final_dir} already exists and is not empty")
+    raise ConfigError(f"{flag}: {final_dir} already exists and is not empty")
 
 
 @contextlib.contextmanager

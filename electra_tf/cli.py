@@ -4,9 +4,14 @@ Every command of the project (`run_pretraining.py`, `run_finetuning.py`,
 `data_prep/*.py`, `python -m electra_tf.{convert,export,benchmark}`,
 `tools/soak.py`) defines absl flags and hands its `main()` to `cli.run`:
 
-  * a bad flag, a positional argument, or a bad input (a `USER_ERRORS`
-    exception: flag, hparam, file) ends the command with ONE line on stderr,
-    `<program>: error: <what is wrong>`, and exit status 2;
+  * a bad flag, a positional argument, or a user error (`is_user_error`: an
+    `errors.UserError` such as ConfigError or DataError, a path that does not
+    exist or cannot be written, a file that is not UTF-8, a full or read-only
+    disk, a TensorFlow op error over a missing, unreadable or damaged file)
+    ends the command with ONE line on stderr, `<program>: error: <what is
+    wrong>`, and exit status 2;
+  * any other exception is a bug and propagates as a traceback (exit status
+    1), a plain ValueError included;
   * otherwise the exit status is what `main()` returns (None: 0);
   * `--help` prints the command's docstring and its own flags (those of the
     command's module and the shared ones of this module); `--helpfull` adds
@@ -21,31 +26,50 @@ Set ELECTRA_TF_TRACEBACK=1 to see the traceback behind a one-line error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
-from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type
+from typing import Callable, List, NoReturn, Optional, Sequence
 
 from absl import app
 from absl import flags
 
 from electra_tf.config import MODEL_SIZES
-from electra_tf.errors import ConfigError, error_message
+from electra_tf.errors import ConfigError, UserError, error_message
 
-# Errors that describe bad input (flags, hparams, files): reported as one line
-# on stderr with exit status 2.  Set ELECTRA_TF_TRACEBACK=1 to see tracebacks.
-USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError,
-               OSError)
+# The file-system errors a user's paths cause (a missing input, an output
+# path that is a file, no permission), an input file that is not UTF-8 text
+# (read where no reader names the file and line), and the errnos of an
+# OSError that say the disk is full or read-only.  Any other OSError is a
+# traceback.
+FILE_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
+               FileExistsError, UnicodeDecodeError)
+DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
+
+# TensorFlow's op errors over files and paths (tf.errors.<name>): a missing,
+# unreadable, damaged or truncated file, a full disk (TensorFlow reports
+# ENOSPC as ResourceExhausted).  InvalidArgumentError, InternalError and the
+# other op errors are tracebacks: what they report is the program's.
+TF_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError", "AlreadyExistsError",
+                  "DataLossError", "OutOfRangeError", "FailedPreconditionError",
+                  "ResourceExhaustedError")
 
 
-def _user_errors() -> Tuple[Type[BaseException], ...]:
-  """USER_ERRORS, plus TensorFlow's op errors when TensorFlow is loaded.
+def is_user_error(error: BaseException) -> bool:
+  """Whether `error` is the user's to fix (reported as one line) rather than a
+  bug (a traceback): a UserError, a FILE_ERRORS error, an OSError with a
+  DISK_ERRNOS errno, or, when TensorFlow is loaded, one of TF_FILE_ERRORS.
 
-  A tf.errors.OpError (a truncated file, an unreadable path, a failed
-  assertion) raised by a command is bad input too; TensorFlow is not imported
-  here so that commands that have not loaded it stay light.
+  TensorFlow is not imported here so that commands that have not loaded it
+  stay light.
   """
+  if isinstance(error, (UserError,) + FILE_ERRORS):
+    return True
+  if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
+    return True
   tf = sys.modules.get("tensorflow")
-  return USER_ERRORS + ((tf.errors.OpError,) if tf is not None else ())
+  return tf is not None and isinstance(
+      error, tuple(getattr(tf.errors, name) for name in TF_FILE_ERRORS))
 
 
 def _fail(program: str, message: str) -> NoReturn:
@@ -55,10 +79,12 @@ def _fail(program: str, message: str) -> NoReturn:
 
 @contextlib.contextmanager
 def one_line_errors(program: str = os.path.basename(sys.argv[0])):
+  """Ends the process with `<program>: error: <message>` and exit status 2 on
+  a user error (`is_user_error`); any other exception propagates."""
   try:
     yield
-  except _user_errors() as e:  # evaluated when an exception arrives
-    if os.environ.get("ELECTRA_TF_TRACEBACK"):
+  except Exception as e:  # pylint: disable=broad-except
+    if not is_user_error(e) or os.environ.get("ELECTRA_TF_TRACEBACK"):
       raise
     _fail(program, error_message(e))
 

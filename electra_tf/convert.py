@@ -57,7 +57,7 @@ from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import hf
 from electra_tf import train_loop
-from electra_tf.errors import ConfigError
+from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
@@ -76,8 +76,8 @@ def official_to_project(official_checkpoint: str, config: PretrainingConfig,
   """Official TF1 checkpoint -> project checkpoint; returns its prefix."""
   prefix = checkpoints.resolve_checkpoint(official_checkpoint)
   if checkpoints.is_project_checkpoint(prefix):
-    raise ValueError(f"--official_checkpoint: {prefix} is already a project "
-                     "checkpoint (object-based); nothing to convert")
+    raise CheckpointError(f"--official_checkpoint: {prefix} is already a project "
+                          "checkpoint (object-based); nothing to convert")
   pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix, allow_unused=False)
   return _write_checkpoint_dir(
@@ -184,8 +184,8 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
   hparams.json, vocab.txt; returns the checkpoint prefix."""
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not 1 <= len(folders) <= 2 or not all(folders):
-    raise ValueError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
-                     f"{','.join(folders) or 'nothing'} ({len(folders)} folders)")
+    raise ConfigError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
+                      f"{','.join(folders) or 'nothing'} ({len(folders)} folders)")
   disc_json, disc_tensors = hf.read_folder(folders[0])
   disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
   tokenizer = hf.read_tokenizer(folders[0])
@@ -194,21 +194,21 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     gen_json, gen_tensors = hf.read_folder(folders[1])
     gen, gen_embedding = hf.model_config(gen_json, os.path.join(folders[1], "config.json"))
     if "ElectraForMaskedLM" not in gen_json.get("architectures", ["ElectraForMaskedLM"]):
-      raise ValueError(f"--from_hf: {folders[1]} is a {gen_json['architectures'][0]}, not "
-                       "the generator (ElectraForMaskedLM)")
+      raise DataError(f"--from_hf: {folders[1]} is a {gen_json['architectures'][0]}, not "
+                      "the generator (ElectraForMaskedLM)")
     if gen_embedding != embedding_size:
-      raise ValueError(f"--from_hf: the generator's embedding_size {gen_embedding} differs "
-                       f"from the discriminator's {embedding_size} (they share the table)")
+      raise DataError(f"--from_hf: the generator's embedding_size {gen_embedding} differs "
+                      f"from the discriminator's {embedding_size} (they share the table)")
     if any(os.path.isfile(os.path.join(folders[1], name))
            for name in ("vocab.txt", "tokenizer.json")):
       gen_tokenizer = hf.read_tokenizer(folders[1])
       if gen_tokenizer[:2] != tokenizer[:2]:
-        raise ValueError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
-                         "hold different tokenizers (vocab or casing); the pair shares one")
+        raise DataError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
+                        "hold different tokenizers (vocab or casing); the pair shares one")
   vocab = {token: i for i, token in enumerate(tokenizer.vocab)}
   if len(vocab) != disc.vocab_size:
-    raise ValueError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
-                     f"{disc.vocab_size}, {tokenizer.files[0]} holds {len(vocab)} entries")
+    raise DataError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
+                    f"{disc.vocab_size}, {tokenizer.files[0]} holds {len(vocab)} entries")
   tokenization.special_ids(vocab, tokenizer.files[0])
   hparams = _hparams_from_hf(disc, embedding_size, gen)
   hparams["do_lower_case"] = tokenizer.do_lower_case
@@ -217,9 +217,9 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
     built = config.generator_config()
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
       if getattr(built, key) != getattr(gen, key):
-        raise ValueError(f"--from_hf: the generator's {key} {getattr(gen, key)} is not the "
-                         f"official rule's {getattr(built, key)} for this discriminator "
-                         "(get_generator_config), so this project cannot build it")
+        raise DataError(f"--from_hf: the generator's {key} {getattr(gen, key)} is not the "
+                        f"official rule's {getattr(built, key)} for this discriminator "
+                        "(get_generator_config), so this project cannot build it")
   model = build_model(config)
   if len(folders) == 2:
     parts = [("discriminator", disc, disc_tensors, folders[0]),
@@ -239,7 +239,7 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
   if len(folders) == 2:
     missing = sorted(set(variables) - set(values))
     if missing:
-      raise ValueError(f"--from_hf: nothing in the folders gives the model's {missing[0]}")
+      raise DataError(f"--from_hf: nothing in the folders gives the model's {missing[0]}")
   for name, value in values.items():
     variables[name].assign(value)
   with checkpoints.atomic_output_dir(output_dir, "--output_dir") as tmp_dir:
@@ -282,8 +282,8 @@ def main() -> int:
   if FLAGS.to_hf:
     vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
     if not (FLAGS.checkpoint and vocab_file):
-      raise ValueError("--to_hf needs --checkpoint and --vocab_file (no vocab.txt lies "
-                       "beside the checkpoint)")
+      raise ConfigError("--to_hf needs --checkpoint and --vocab_file (no vocab.txt lies "
+                        "beside the checkpoint)")
     config = PretrainingConfig.from_flags(
         FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
         checkpoint=FLAGS.checkpoint)
@@ -294,17 +294,17 @@ def main() -> int:
     return 0
   if FLAGS.from_hf:
     if not FLAGS.output_dir:
-      raise ValueError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
+      raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
     print(f"wrote {hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
     return 0
   if not FLAGS.output_dir:
-    raise ValueError("--output_dir is required")
+    raise ConfigError("--output_dir is required")
   if FLAGS.to_official:
     if not FLAGS.checkpoint or FLAGS.official_checkpoint:
-      raise ValueError("--to_official needs --checkpoint (and no --official_checkpoint)")
+      raise ConfigError("--to_official needs --checkpoint (and no --official_checkpoint)")
   elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
-    raise ValueError("give --official_checkpoint=PREFIX, or --to_official with "
-                     "--checkpoint=PATH")
+    raise ConfigError("give --official_checkpoint=PREFIX, or --to_official with "
+                      "--checkpoint=PATH")
   config = PretrainingConfig.from_flags(FLAGS.hparams, {},
                                         checkpoint=FLAGS.checkpoint or FLAGS.official_checkpoint)
   if FLAGS.to_official:

@@ -67,7 +67,7 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
   (several only with CPU_DEVICES_ENV).
   """
   if name not in STRATEGIES:
-    raise ValueError(f"--strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
+    raise ConfigError(f"--strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
   configure_devices()
   if name == "auto":
     if tpu:
@@ -78,7 +78,7 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
       name = "one_device"
   if name == "tpu":
     if not tpu:
-      raise ValueError("--strategy=tpu needs --tpu (a TPU name, grpc:// address or 'local')")
+      raise ConfigError("--strategy=tpu needs --tpu (a TPU name, grpc:// address or 'local')")
     # "local": a TPU VM's own chips; a name or grpc:// address: over the network.
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
@@ -86,8 +86,8 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
     return tf.distribute.TPUStrategy(resolver)
   if name == "multi_worker_mirrored":
     if "TF_CONFIG" not in os.environ:
-      raise ValueError("--strategy=multi_worker_mirrored needs the TF_CONFIG "
-                       "environment variable describing the cluster")
+      raise ConfigError("--strategy=multi_worker_mirrored needs the TF_CONFIG "
+                        "environment variable describing the cluster")
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "mirrored":
     if tf.config.list_physical_devices("GPU"):

@@ -1,25 +1,33 @@
-"""The project's errors: each is a bad input or a state the run cannot go on
-from, reported to the user as one line (`cli.run`: `<program>: error: <message>`,
-exit status 2)."""
+"""The project's errors for what a user did wrong: each is a bad input (a
+flag, hparam, file, data, checkpoint) or a state the run cannot go on from,
+reported as one line (`cli.run`: `<program>: error: <message>`, exit status
+2).  Any other exception is a bug and surfaces as a traceback: a check that
+only a programming mistake can fail raises a plain ValueError (or
+AssertionError, TypeError), never one of these."""
 
 from __future__ import annotations
 
 import re
 
 
-class ConfigError(ValueError):
+class UserError(ValueError):
+  """Something the user gave or can fix; its message names it and says what is
+  wrong.  A ValueError, so callers that catch ValueError still catch it."""
+
+
+class ConfigError(UserError):
   """A hyperparameter or flag is unknown, ill-typed or out of range."""
 
 
-class DataError(ValueError):
+class DataError(UserError):
   """Input data (vocab, corpus, TFRecords, task files) is missing or malformed."""
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
   """A checkpoint is absent, unreadable or does not fit the model."""
 
 
-class TrainingError(ValueError):
+class TrainingError(UserError):
   """The run cannot go on (non-finite loss, unusable model_dir)."""
 
 

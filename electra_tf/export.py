@@ -38,6 +38,7 @@ from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import tokenization
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 from electra_tf.serving import export_saved_model
@@ -71,9 +72,9 @@ def main() -> int:
   tokenizer = None
   if cli.export_text_signature(FLAGS.signatures):
     if not vocab_file:
-      raise ValueError("--vocab_file is required for the text signature: there is no "
-                       f"vocab.txt beside {FLAGS.checkpoint} (or export the ids signature "
-                       "alone: --signatures=ids)")
+      raise ConfigError("--vocab_file is required for the text signature: there is no "
+                        f"vocab.txt beside {FLAGS.checkpoint} (or export the ids signature "
+                        "alone: --signatures=ids)")
     tokenizer = tokenization.FullTokenizer(vocab_file, config.do_lower_case,
                                            FLAGS.strip_accents)
     tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, vocab_file)

@@ -19,6 +19,8 @@ import socket
 import time
 from typing import Iterator, List
 
+from electra_tf.errors import ConfigError, TrainingError
+
 # <final>.tmp-<pid>: a write in progress; <final>.old-<pid>: the previous
 # version while an output directory is being replaced.
 _TEMPORARY = re.compile(r"^.+\.(?:tmp|old)-(?P<pid>\d+)$")
@@ -91,7 +93,7 @@ def remove_stale_temporaries(directory: str) -> List[str]:
 def check_writable(directory: str, what: str) -> None:
   """Creates `directory` if needed and proves a file can be written there.
 
-  Raises ValueError naming `what` (a flag or hparam) when it cannot, so an
+  Raises ConfigError naming `what` (a flag or hparam) when it cannot, so an
   unwritable or read-only output location fails before any work is done.
   """
   probe = temporary_path(os.path.join(directory, ".write-probe"))
@@ -101,7 +103,7 @@ def check_writable(directory: str, what: str) -> None:
       f.write(b"probe")
     os.remove(probe)
   except OSError as e:
-    raise ValueError(f"{what} {directory}: not writable ({e.strerror or e})") from e
+    raise ConfigError(f"{what} {directory}: not writable ({e.strerror or e})") from e
 
 
 LOCK_FILE = ".lock"  # in a job's model_dir while the job runs
@@ -114,7 +116,7 @@ def exclusive_use(directory: str, what: str) -> Iterator[None]:
   An advisory `fcntl.flock` on `directory/.lock`, which also records who holds
   it (pid, host, start time).  The operating system releases the lock when
   the process ends, however it ends (kill -9 included), so a killed job
-  never leaves its directory locked.  Raises ValueError naming `what` (a flag
+  never leaves its directory locked.  Raises TrainingError naming `what` (a flag
   or hparam) and the holder when another process holds it.  On file systems
   without flock (some network or object stores) the lock is not enforced.
   """
@@ -127,8 +129,8 @@ def exclusive_use(directory: str, what: str) -> Iterator[None]:
     except BlockingIOError:
       handle.seek(0)
       holder = handle.read().strip() or "another process"
-      raise ValueError(f"{what} {directory}: in use by another job ({holder}); wait "
-                       f"for it to end or use another {what}") from None
+      raise TrainingError(f"{what} {directory}: in use by another job ({holder}); wait "
+                          f"for it to end or use another {what}") from None
     except OSError:  # no flock here: run unlocked
       pass
     handle.seek(0)

@@ -34,6 +34,8 @@ import signal
 import time
 from typing import Dict
 
+from electra_tf.errors import ConfigError
+
 ENV_VAR = "ELECTRA_TF_STOP_AT"
 POINTS = ("checkpoint_written", "tfrecords_writing", "tfrecords_checkpoint",
           "tfrecords_finishing", "eval_batch", "export_written", "step_logged")
@@ -47,7 +49,7 @@ def _target() -> tuple:
     return ("", 0)
   name, _, count = spec.partition(":")
   if name not in POINTS:
-    raise ValueError(f"{ENV_VAR}: unknown stop point {name!r}; known: {', '.join(POINTS)}")
+    raise ConfigError(f"{ENV_VAR}: unknown stop point {name!r}; known: {', '.join(POINTS)}")
   return (name, int(count or 1))
 
 

@@ -1,5 +1,6 @@
 """The one `main` contract of every command, and the stop points kill tests use."""
 
+import errno
 import os
 import pathlib
 import signal
@@ -7,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from electra_tf import cli
+from electra_tf import errors
 from electra_tf import stop_points
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -14,10 +19,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 COMMAND = textwrap.dedent("""
     from absl import flags
     from electra_tf import cli
+    from electra_tf.errors import ConfigError
     flags.DEFINE_integer("n", 1, "A number.")
     def main():
       if flags.FLAGS.n < 0:
-        raise ValueError(f"--n: {flags.FLAGS.n} must be >= 0")
+        raise ConfigError(f"--n: {flags.FLAGS.n} must be >= 0")
+      if flags.FLAGS.n == 4:
+        raise ValueError("a bug, not the user's")
       print("n is", flags.FLAGS.n)
       return 3 if flags.FLAGS.n == 3 else None
     cli.run(main, "prog")
@@ -43,6 +51,36 @@ def test_main_contract_exit_status_and_one_line_errors():
     assert failed.stderr.strip().splitlines() == [f"prog: error: {message}"]
   traced = _command("--n=-1", env=dict(os.environ, ELECTRA_TF_TRACEBACK="1"))
   assert "Traceback" in traced.stderr and traced.returncode == 1
+  bug = _command("--n=4")  # a plain ValueError is a bug: its traceback, exit status 1
+  assert bug.returncode == 1 and "Traceback" in bug.stderr
+  assert bug.stderr.strip().splitlines()[-1] == "ValueError: a bug, not the user's"
+
+
+@pytest.mark.parametrize("error", [
+    errors.ConfigError("--n: -1 must be >= 0"), errors.DataError("vocab.txt:3: bad line"),
+    errors.CheckpointError("ckpt: not found"), errors.TrainingError("loss is NaN"),
+    FileNotFoundError(errno.ENOENT, "No such file or directory", "in.txt"),
+    IsADirectoryError(errno.EISDIR, "Is a directory", "out"),
+    OSError(errno.ENOSPC, "No space left on device"),
+    OSError(errno.EROFS, "Read-only file system")])
+def test_user_errors_are_one_line_and_exit_status_2(error, capsys, monkeypatch):
+  monkeypatch.delenv("ELECTRA_TF_TRACEBACK", raising=False)
+  with pytest.raises(SystemExit) as exited:
+    with cli.one_line_errors("prog"):
+      raise error
+  assert exited.value.code == 2
+  assert capsys.readouterr().err.splitlines() == [f"prog: error: {errors.error_message(error)}"]
+
+
+@pytest.mark.parametrize("error", [
+    ValueError("a bug"), TypeError("a bug"), KeyError("a bug"), AssertionError("a bug"),
+    OSError(errno.EIO, "Input/output error")])
+def test_other_errors_are_not_swallowed(error, capsys, monkeypatch):
+  monkeypatch.delenv("ELECTRA_TF_TRACEBACK", raising=False)
+  with pytest.raises(type(error)) as raised:
+    with cli.one_line_errors("prog"):
+      raise error
+  assert raised.value is error and capsys.readouterr().err == ""
 
 
 def test_a_process_freezes_at_its_stop_point_and_only_there():

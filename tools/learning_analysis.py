@@ -49,6 +49,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from electra_tf import cli
+from electra_tf.errors import DataError
 from tools import study_samples
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -360,7 +361,7 @@ def study_starts(study: Study, study_dir: pathlib.Path, setting: str
     step = name.rsplit("_", 1)[1]
     for task, by_start in probe.get(setting, {}).items():
       if by_start["random_init"]["runs"] != starts[task]["random_init"]:
-        raise ValueError(f"{path}: its random initialisation runs differ from the main run's")
+        raise DataError(f"{path}: its random initialisation runs differ from the main run's")
       starts[task][name] = dict(by_start[f"electra_{step}"]["runs"])
   return starts
 

@@ -55,6 +55,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
+from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 from tools import study_samples
 
@@ -141,7 +142,7 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   heldout = os.path.join(FLAGS.corpus_dir, FLAGS.heldout_file)
   files = corpus_lib.list_corpus_files(FLAGS.corpus_dir)
   if heldout not in files and not os.path.isfile(heldout):
-    raise ValueError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
+    raise ConfigError(f"--heldout_file: {FLAGS.heldout_file} is not a file of {FLAGS.corpus_dir}")
   train_files = [f for f in files if f != heldout] + [
       write_task_text(task, FLAGS.finetuning_data_dir, data / "task_text")
       for task in FLAGS.task_text]
@@ -326,13 +327,13 @@ def check_finetuning_setting(results: Dict, key: str) -> Dict:
   the setting its runs began with (those would be reused silently)."""
   from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
   if not re.fullmatch(r"[A-Za-z0-9_.-]*", FLAGS.finetuning_name):
-    raise ValueError(f"--finetuning_name: {FLAGS.finetuning_name!r} is not a folder name "
-                     "(letters, digits, _ . -)")
+    raise ConfigError(f"--finetuning_name: {FLAGS.finetuning_name!r} is not a folder name "
+                      "(letters, digits, _ . -)")
   setting = {"train_examples": FLAGS.train_examples,
              "finetuning_hparams": config_lib.parse_hparams(FLAGS.finetuning_hparams)}
   recorded = finetuning_settings(results).get(key)
   if recorded is not None and recorded != setting:
-    raise ValueError(
+    raise ConfigError(
         f"--train_examples/--finetuning_hparams: the runs in {key}/ began with "
         f"--train_examples={recorded['train_examples']} and --finetuning_hparams="
         f"'{json.dumps(recorded['finetuning_hparams'])}'; give this setting its own "
@@ -570,14 +571,14 @@ def run_study() -> int:
     return 0
   eval_at = sorted({int(s) for s in FLAGS.eval_at + FLAGS.finetune_at})
   if eval_at[-1] > FLAGS.steps:
-    raise ValueError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
+    raise ConfigError(f"--eval_at/--finetune_at: {eval_at[-1]} is beyond --steps {FLAGS.steps}")
   from electra_tf.finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
   text_tasks = [t for t in finetune_config.TASK_NAMES
                 if finetune_config.task_class(t).sentence_examples]
   without_text = sorted(set(FLAGS.task_text) - set(text_tasks))
   if without_text:
-    raise ValueError(f"--task_text: {without_text[0]} is not a classification or tagging task "
-                     f"({', '.join(text_tasks)})")
+    raise ConfigError(f"--task_text: {without_text[0]} is not a classification or tagging task "
+                      f"({', '.join(text_tasks)})")
   key = finetuning_key()
   results["finetuning_settings"] = {**finetuning_settings(results),
                                     key: check_finetuning_setting(results, key)}

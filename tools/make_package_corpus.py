@@ -55,6 +55,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
 from absl import flags
 
 from electra_tf import cli
+from electra_tf.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,8 +358,8 @@ def read_package(name: str, root: str, page_words: int) -> Iterator[Document]:
   source = PACKAGES[name]
   paths = package_files(source, root)
   if not paths:
-    raise ValueError(f"--packages: {name} has no files under --root={root} "
-                     f"(looked for {', '.join(source.globs)}); install it or pass --install")
+    raise ConfigError(f"--packages: {name} has no files under --root={root} "
+                      f"(looked for {', '.join(source.globs)}); install it or pass --install")
   if source.reader == "html":
     return _file_documents(paths, html_paragraphs)
   if source.reader == "pod":
@@ -449,14 +450,14 @@ def install_missing(packages: Sequence[str]) -> None:
 def main() -> int:
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not FLAGS.output_dir:
-    raise ValueError("--output_dir is required")
+    raise ConfigError("--output_dir is required")
   unknown = [p for p in FLAGS.packages if p not in PACKAGES]
   if unknown:
-    raise ValueError(f"--packages: unknown {', '.join(unknown)} (known: {DEFAULT_PACKAGES})")
+    raise ConfigError(f"--packages: unknown {', '.join(unknown)} (known: {DEFAULT_PACKAGES})")
   if os.path.exists(FLAGS.output_dir):
-    raise ValueError(f"--output_dir: {FLAGS.output_dir} exists; name a new folder")
+    raise ConfigError(f"--output_dir: {FLAGS.output_dir} exists; name a new folder")
   if not 0 <= FLAGS.heldout_percent < 100:
-    raise ValueError("--heldout_percent: must be in [0, 100)")
+    raise ConfigError("--heldout_percent: must be in [0, 100)")
   tokenizer = tokenization.FastTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   if FLAGS.install:
     install_missing(FLAGS.packages)

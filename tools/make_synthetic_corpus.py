@@ -36,6 +36,7 @@ from absl import flags
 import numpy as np
 
 from electra_tf import cli
+from electra_tf.errors import ConfigError
 
 FLAGS = flags.FLAGS
 
@@ -104,12 +105,12 @@ def main() -> int:
   args = FLAGS
   for name in ("num_records", "num_files", "max_seq_length", "processes"):
     if FLAGS[name].value <= 0:
-      raise ValueError(f"--{name}: {FLAGS[name].value} must be > 0")
+      raise ConfigError(f"--{name}: {FLAGS[name].value} must be > 0")
   if FLAGS.max_seq_length < 5:
-    raise ValueError(f"--max_seq_length: {FLAGS.max_seq_length} must be >= 5 "
-                     "([CLS] A [SEP] B [SEP])")
+    raise ConfigError(f"--max_seq_length: {FLAGS.max_seq_length} must be >= 5 "
+                      "([CLS] A [SEP] B [SEP])")
   if os.path.isdir(args.output_dir) and os.listdir(args.output_dir):
-    raise ValueError(f"--output_dir: {args.output_dir} is not empty")
+    raise ConfigError(f"--output_dir: {args.output_dir} is not empty")
   os.makedirs(args.output_dir, exist_ok=True)
   start = time.time()
   jobs, first = [], 0

@@ -32,6 +32,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import curves
+from electra_tf.errors import DataError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -117,7 +118,7 @@ def compare(official: Dict, ours: Dict) -> Dict:
 def main() -> int:
   fixture = pathlib.Path(FLAGS.fixture_dir)
   if not (fixture / "official_curves.json").is_file():
-    raise ValueError(f"--fixture_dir: {fixture} holds no official_curves.json")
+    raise DataError(f"--fixture_dir: {fixture} holds no official_curves.json")
   work_dir = pathlib.Path(FLAGS.work_dir)
   ours = {}
   for seed in FLAGS.seeds:

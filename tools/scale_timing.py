@@ -39,6 +39,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf.bench import record
+from electra_tf.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLAGS = flags.FLAGS
@@ -125,10 +126,10 @@ def main() -> int:
   args = FLAGS
   started = record.utc_now()
   if FLAGS.consumed < BATCH or FLAGS.repeats <= 0:
-    raise ValueError(f"--consumed must be >= {BATCH} and --repeats > 0")
+    raise ConfigError(f"--consumed must be >= {BATCH} and --repeats > 0")
   work = pathlib.Path(args.work_dir)
   if work.exists():  # the command removes its work_dir when done
-    raise ValueError(f"--work_dir: {work} exists; name a new folder")
+    raise ConfigError(f"--work_dir: {work} exists; name a new folder")
   runs = {"first_step": [], "resume": []}
   for i in range(args.repeats):
     runs["first_step"].append(time_to_step(args, work / f"fresh_{i}", 1))

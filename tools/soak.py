@@ -52,6 +52,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import stop_points
+from electra_tf.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -495,12 +496,12 @@ def define_flags() -> None:
 def main() -> int:
   for flag in ("vocab_file", "corpus_file"):
     if not os.path.isfile(FLAGS[flag].value):
-      raise ValueError(f"--{flag}: {FLAGS[flag].value} is not a file")
+      raise ConfigError(f"--{flag}: {FLAGS[flag].value} is not a file")
   if not os.path.isfile(os.path.join(FLAGS.glue_dir, "rte", "train.tsv")):
-    raise ValueError(f"--glue_dir: {FLAGS.glue_dir} has no rte/train.tsv")
+    raise ConfigError(f"--glue_dir: {FLAGS.glue_dir} has no rte/train.tsv")
   if FLAGS.finetuning_kills < 3:
-    raise ValueError(f"--finetuning_kills: {FLAGS.finetuning_kills} is below 3 "
-                     "(a save, the evaluation and the export)")
+    raise ConfigError(f"--finetuning_kills: {FLAGS.finetuning_kills} is below 3 "
+                      "(a save, the evaluation and the export)")
   args = types.SimpleNamespace(**{name: FLAGS[name].value for name in (
       "work_dir", "kills", "tfrecords_kills", "finetuning_kills", "num_train_steps",
       "seed", "jobs", "vocab_file", "corpus_file", "corpus_lines", "glue_dir", "report")})

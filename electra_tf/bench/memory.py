@@ -48,6 +48,7 @@ from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES, parse_hparams
+from electra_tf.errors import ConfigError
 
 FLAGS = flags.FLAGS
 GB = 2.0 ** 30
@@ -225,9 +226,9 @@ def _positive_ints(name: str) -> List[int]:
   try:
     values = [int(v) for v in FLAGS[name].value]
   except ValueError:
-    raise ValueError(f"--{name}: {FLAGS[name].value} must be integers") from None
+    raise ConfigError(f"--{name}: {FLAGS[name].value} must be integers") from None
   if not values or min(values) <= 0:
-    raise ValueError(f"--{name}: {FLAGS[name].value} must be > 0")
+    raise ConfigError(f"--{name}: {FLAGS[name].value} must be > 0")
   return values
 
 
@@ -240,16 +241,16 @@ def main() -> int:
     return 0
   unknown = sorted(set(FLAGS.model_sizes) - set(MODEL_SIZES))
   if unknown:
-    raise ValueError(f"--model_sizes: {unknown} not among {', '.join(MODEL_SIZES)}")
+    raise ConfigError(f"--model_sizes: {unknown} not among {', '.join(MODEL_SIZES)}")
   seq_lengths, batch_sizes = _positive_ints("seq_lengths"), _positive_ints("batch_sizes")
   try:
     budgets = [float(v) for v in FLAGS.project_gb]
   except ValueError:
-    raise ValueError(f"--project_gb: {FLAGS.project_gb} must be numbers") from None
+    raise ConfigError(f"--project_gb: {FLAGS.project_gb} must be numbers") from None
   if FLAGS.memory_budget_gb is not None and FLAGS.memory_budget_gb <= 0:
-    raise ValueError(f"--memory_budget_gb: {FLAGS.memory_budget_gb} must be > 0")
+    raise ConfigError(f"--memory_budget_gb: {FLAGS.memory_budget_gb} must be > 0")
   if FLAGS.max_batch <= 0:
-    raise ValueError(f"--max_batch: {FLAGS.max_batch} must be > 0")
+    raise ConfigError(f"--max_batch: {FLAGS.max_batch} must be > 0")
   if FLAGS.output:
     fileio.check_writable(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
   # Bad hparams fail here, once, not in every subprocess.

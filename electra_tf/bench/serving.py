@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import numpy as np
 
 from electra_tf.bench.device import device_and_peak_memory_mb
+from electra_tf.errors import DataError
 
 
 def serving_inputs(vocab_file: str, batch_size: int, seq_length: int,
@@ -23,7 +24,7 @@ def serving_inputs(vocab_file: str, batch_size: int, seq_length: int,
   words = [token for token in vocab
            if token.isascii() and token.isalpha() and token.islower()]
   if not words:
-    raise ValueError(f"{vocab_file}: no whole-word entry to build texts from")
+    raise DataError(f"{vocab_file}: no whole-word entry to build texts from")
   rows = np.random.default_rng(seed).integers(0, len(words),
                                               size=[batch_size, seq_length - 2])
   texts = [" ".join(words[i] for i in row) for row in rows]
@@ -62,15 +63,15 @@ def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
   loaded = tf.saved_model.load(export_dir)
   ids_signature = loaded.signatures["serving_default"]
   if serving_text.TEXT_SIGNATURE not in loaded.signatures:
-    raise ValueError(f"--export_dir: {export_dir} has no `text` signature")
+    raise DataError(f"--export_dir: {export_dir} has no `text` signature")
   text_signature = loaded.signatures[serving_text.TEXT_SIGNATURE]
   text_names = sorted(text_signature.structured_input_signature[1])
   ids_names = sorted(ids_signature.structured_input_signature[1])
   if ids_names != sorted(serving.INPUT_NAMES) or text_names not in (
       ["text"], ["text_a"], ["text_a", "text_b"]):
-    raise ValueError(f"--export_dir: the benchmark times pre-training and "
-                     f"classification exports; this text signature takes "
-                     f"{', '.join(text_names)}")
+    raise DataError(f"--export_dir: the benchmark times pre-training and "
+                    f"classification exports; this text signature takes "
+                    f"{', '.join(text_names)}")
   texts, ids = serving_inputs(
       os.path.join(export_dir, "assets", serving_text.VOCAB_ASSET), batch_size, seq_length)
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from electra_tf import config as config_lib
 from electra_tf.bench.device import device_and_peak_memory_mb
+from electra_tf.errors import TrainingError
 from electra_tf.pretrain.config import PretrainingConfig
 
 
@@ -161,7 +162,7 @@ def op_seconds_by_type(profile_dir: str) -> Dict[str, float]:
   paths = sorted(glob.glob(os.path.join(profile_dir, "**", "*.xplane.pb"), recursive=True),
                  key=os.path.getmtime)
   if not paths:
-    raise ValueError(f"--profile_dir: no tf.profiler trace under {profile_dir}")
+    raise TrainingError(f"--profile_dir: no tf.profiler trace under {profile_dir}")
   space = xplane_pb2.XSpace()
   with open(paths[-1], "rb") as f:
     space.ParseFromString(f.read())

@@ -25,6 +25,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import config as config_lib
+from electra_tf.errors import ConfigError
 from electra_tf.finetune import config as finetune_config
 from electra_tf.finetune.config import FinetuningConfig
 
@@ -54,7 +55,7 @@ flags.DEFINE_flag(_TaskNamesFlag(flags.ListParser(), flags.CsvListSerializer(","
 
 def main() -> int:
   if not FLAGS.data_dir:
-    raise ValueError("--data_dir is required")
+    raise ConfigError("--data_dir is required")
   export_text = cli.export_text_signature(FLAGS.signatures)
   hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
   config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,

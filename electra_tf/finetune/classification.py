@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from electra_tf.errors import DataError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
 from electra_tf.finetune.config import FinetuningConfig
@@ -151,7 +152,7 @@ class SingleOutputTask(Task):
 
   @abc.abstractmethod
   def _parse_label(self, path: str, row: readers.TsvRow, text: str) -> Any:
-    """The label of a row, or a ValueError naming file and line."""
+    """The label of a row, or a DataError naming file and line."""
 
   def featurize(self, examples: Sequence[InputExample],
                 is_training: bool) -> Features:
@@ -212,8 +213,8 @@ class ClassificationTask(SingleOutputTask):
 
   def _parse_label(self, path, row, text):
     if text not in self.label_list:
-      raise ValueError(f"{path}:{row.line_number}: label {text!r} is not one "
-                       f"of {', '.join(self.label_list)}")
+      raise DataError(f"{path}:{row.line_number}: label {text!r} is not one "
+                      f"of {', '.join(self.label_list)}")
     return text
 
   def _label_features(self, example):
@@ -262,11 +263,11 @@ class RegressionTask(SingleOutputTask):
     try:
       value = float(text)
     except ValueError:
-      raise ValueError(f"{path}:{row.line_number}: score {text!r} is not a "
-                       "number") from None
+      raise DataError(f"{path}:{row.line_number}: score {text!r} is not a "
+                      "number") from None
     if not self.min_value <= value <= self.max_value:
-      raise ValueError(f"{path}:{row.line_number}: score {value} is outside "
-                       f"[{self.min_value}, {self.max_value}]")
+      raise DataError(f"{path}:{row.line_number}: score {value} is outside "
+                      f"[{self.min_value}, {self.max_value}]")
     return value
 
   def normalize(self, score: float) -> float:

@@ -50,7 +50,7 @@ from electra_tf import optimization
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
-from electra_tf.errors import ConfigError
+from electra_tf.errors import ConfigError, DataError
 from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
 from electra_tf.finetune import task_builder
@@ -128,8 +128,8 @@ def read_split(task: Task, split: str, is_training: bool = False) -> SplitData:
   """Reads and featurizes one split; an empty split is an error."""
   examples = task.get_examples(split)
   if not examples:
-    raise ValueError(f"{task.config.raw_data_dir(task.name)}: the {split} "
-                     f"split of {task.name} has no examples")
+    raise DataError(f"{task.config.raw_data_dir(task.name)}: the {split} "
+                    f"split of {task.name} has no examples")
   return SplitData(task, split, examples, task.featurize(examples, is_training))
 
 

@@ -33,6 +33,7 @@ import pickle
 import statistics
 from typing import Dict, List, Mapping, Sequence
 
+from electra_tf.errors import DataError
 from electra_tf.fileio import atomic_write_bytes, atomic_write_text
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import EvalResult
@@ -159,8 +160,8 @@ def load_results(config: FinetuningConfig) -> List[Dict[str, Dict[str, float]]]:
     results = pickle.load(f)
   if not isinstance(results, list) or not all(isinstance(r, dict)
                                               for r in results):
-    raise ValueError(f"{config.results_pkl}: not a fine-tuning results file "
-                     "(expected a list of per-trial dicts)")
+    raise DataError(f"{config.results_pkl}: not a fine-tuning results file "
+                    "(expected a list of per-trial dicts)")
   return results
 
 

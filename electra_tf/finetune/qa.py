@@ -53,7 +53,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from electra_tf.errors import ConfigError
+from electra_tf.errors import ConfigError, DataError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
 from electra_tf.finetune.config import FinetuningConfig
@@ -593,16 +593,16 @@ class SQuADTask(QATask):
       if split == "train":
         if self.v2:
           if not isinstance(qa.get("is_impossible"), bool):
-            raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
-                             "no 'is_impossible' boolean (SQuAD 2.0 train)")
+            raise DataError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
+                            "no 'is_impossible' boolean (SQuAD 2.0 train)")
           example.is_impossible = qa["is_impossible"]
         if example.is_impossible:
           example.start_position = example.end_position = -1
           example.orig_answer_text = ""
         else:
           if not qa.get("answers"):
-            raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
-                             "no answer (training needs one)")
+            raise DataError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has "
+                            "no answer (training needs one)")
           answer = qa["answers"][0]
           if not self._locate_answer(path, qa["id"], answer["text"],
                                      answer["answer_start"], example,
@@ -616,12 +616,12 @@ class SQuADTask(QATask):
     """An evaluated question needs its gold answers: SQuAD 1.1 at least one,
     SQuAD 2.0 the 'answers' list itself (empty: unanswerable)."""
     if "answers" not in qa:
-      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
-                       f"'answers' list ({split} is scored against it)")
+      raise DataError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has no "
+                      f"'answers' list ({split} is scored against it)")
     if not self.v2 and not qa["answers"]:
-      raise ValueError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has an "
-                       f"empty 'answers' list (SQuAD 1.1 {split} is scored "
-                       "against at least one)")
+      raise DataError(f"{path}: {location}.qas[{k}] ('{qa['id']}') has an "
+                      f"empty 'answers' list (SQuAD 1.1 {split} is scored "
+                      "against at least one)")
 
   def _score(self, gold, answers, null_odds):
     if self.v2:
@@ -659,8 +659,8 @@ class MRQATask(QATask):
                             doc_tokens=doc_tokens, answers=qa["answers"])
         if split == "train":
           if not qa.get("detected_answers"):
-            raise ValueError(f"{where} has no 'detected_answers' (training "
-                             "needs one)")
+            raise DataError(f"{where} has no 'detected_answers' (training "
+                            "needs one)")
           answer = qa["detected_answers"][0]
           if not self._locate_answer(path, qa["qid"], answer["text"],
                                      answer["char_spans"][0][0], example,
@@ -668,8 +668,8 @@ class MRQATask(QATask):
             failures += 1
             continue
         elif is_labeled_split(split) and not qa["answers"]:
-          raise ValueError(f"{where} has an empty 'answers' list ({split} is "
-                           "scored against it)")
+          raise DataError(f"{where} has an empty 'answers' list ({split} is "
+                          "scored against it)")
         examples.append(example)
     return failures
 

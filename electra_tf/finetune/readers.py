@@ -20,6 +20,8 @@ import re
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from electra_tf.errors import DataError
+
 _TAG_PATTERN = re.compile(r"O|[BIES]-[^-\s]+")
 
 
@@ -30,7 +32,7 @@ class TsvRow:
   fields: List[str]
 
 
-class MalformedRowError(ValueError):
+class MalformedRowError(DataError):
   """A `.tsv` row without the columns a task reads (the rows the official
   reader skips)."""
 
@@ -81,8 +83,8 @@ def read_json(path: str) -> Any:
   try:
     return json.loads(text)
   except json.JSONDecodeError as e:
-    raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column "
-                     f"{e.colno})") from None
+    raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column "
+                    f"{e.colno})") from None
 
 
 def squad_paragraphs(path: str, dataset: Any) -> List[Tuple[str, Dict[str, Any]]]:
@@ -91,22 +93,22 @@ def squad_paragraphs(path: str, dataset: Any) -> List[Tuple[str, Dict[str, Any]]
   `location` (e.g. `data[0].paragraphs[3]`) names the paragraph in errors.
   """
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
-    raise ValueError(f"{path}: not a SQuAD file (expected an object with a "
-                     f"'data' list)")
+    raise DataError(f"{path}: not a SQuAD file (expected an object with a "
+                    f"'data' list)")
   paragraphs = []
   for i, article in enumerate(dataset["data"]):
     where = f"data[{i}]"
     if not isinstance(article, dict) or not isinstance(
         article.get("paragraphs"), list):
-      raise ValueError(f"{path}: {where} has no 'paragraphs' list")
+      raise DataError(f"{path}: {where} has no 'paragraphs' list")
     for j, paragraph in enumerate(article["paragraphs"]):
       location = f"{where}.paragraphs[{j}]"
       if not isinstance(paragraph, dict):
-        raise ValueError(f"{path}: {location} is not an object")
+        raise DataError(f"{path}: {location} is not an object")
       if not isinstance(paragraph.get("context"), str):
-        raise ValueError(f"{path}: {location} has no 'context' string")
+        raise DataError(f"{path}: {location} has no 'context' string")
       if not isinstance(paragraph.get("qas"), list):
-        raise ValueError(f"{path}: {location} has no 'qas' list")
+        raise DataError(f"{path}: {location} has no 'qas' list")
       for k, qa in enumerate(paragraph["qas"]):
         _check_squad_question(path, f"{location}.qas[{k}]", qa)
       paragraphs.append((location, paragraph))
@@ -115,18 +117,18 @@ def squad_paragraphs(path: str, dataset: Any) -> List[Tuple[str, Dict[str, Any]]
 
 def _check_squad_question(path: str, location: str, qa: Any) -> None:
   if not isinstance(qa, dict):
-    raise ValueError(f"{path}: {location} is not an object")
+    raise DataError(f"{path}: {location} is not an object")
   for key in ("id", "question"):
     if not isinstance(qa.get(key), str):
-      raise ValueError(f"{path}: {location} has no '{key}' string")
+      raise DataError(f"{path}: {location} has no '{key}' string")
   answers = qa.get("answers", [])
   if not isinstance(answers, list):
-    raise ValueError(f"{path}: {location} ('{qa['id']}'): 'answers' is not a list")
+    raise DataError(f"{path}: {location} ('{qa['id']}'): 'answers' is not a list")
   for n, answer in enumerate(answers):
     if (not isinstance(answer, dict) or not isinstance(answer.get("text"), str)
         or not isinstance(answer.get("answer_start"), int)):
-      raise ValueError(f"{path}: {location}.answers[{n}] ('{qa['id']}') needs "
-                       "'text' (string) and 'answer_start' (integer)")
+      raise DataError(f"{path}: {location}.answers[{n}] ('{qa['id']}') needs "
+                      "'text' (string) and 'answer_start' (integer)")
 
 
 def read_jsonl(path: str, max_lines: Optional[int] = None
@@ -149,17 +151,17 @@ def read_jsonl(path: str, max_lines: Optional[int] = None
         try:
           line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
         except UnicodeDecodeError as e:
-          raise ValueError(f"{path}:{line_number}: not valid UTF-8 (byte "
-                           f"{e.start} of the line)") from None
+          raise DataError(f"{path}:{line_number}: not valid UTF-8 (byte "
+                          f"{e.start} of the line)") from None
         if not line.strip():
           continue
         try:
           records.append((line_number, json.loads(line)))
         except json.JSONDecodeError as e:
-          raise ValueError(f"{path}:{line_number}: invalid JSON ({e.msg} at "
-                           f"column {e.colno})") from None
+          raise DataError(f"{path}:{line_number}: invalid JSON ({e.msg} at "
+                          f"column {e.colno})") from None
   except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-    raise ValueError(f"{path}: damaged gzip file ({e})") from None
+    raise DataError(f"{path}: damaged gzip file ({e})") from None
   return records
 
 
@@ -173,13 +175,13 @@ def mrqa_contexts(path: str, records: Sequence[Tuple[int, Any]]
   for line_number, record in records:
     where = f"{path}:{line_number}"
     if not isinstance(record, dict):
-      raise ValueError(f"{where}: not a JSON object")
+      raise DataError(f"{where}: not a JSON object")
     if "header" in record:
       continue
     if not isinstance(record.get("context"), str):
-      raise ValueError(f"{where}: no 'context' string")
+      raise DataError(f"{where}: no 'context' string")
     if not isinstance(record.get("qas"), list):
-      raise ValueError(f"{where}: no 'qas' list")
+      raise DataError(f"{where}: no 'qas' list")
     for k, qa in enumerate(record["qas"]):
       _check_mrqa_question(f"{where}: qas[{k}]", qa)
     contexts.append((line_number, record))
@@ -193,25 +195,25 @@ def _is_char_span(span: Any) -> bool:
 
 def _check_mrqa_question(where: str, qa: Any) -> None:
   if not isinstance(qa, dict):
-    raise ValueError(f"{where} is not an object")
+    raise DataError(f"{where} is not an object")
   for key in ("qid", "question"):
     if not isinstance(qa.get(key), str):
-      raise ValueError(f"{where} has no '{key}' string")
+      raise DataError(f"{where} has no '{key}' string")
   answers = qa.get("answers")
   if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-    raise ValueError(f"{where} ('{qa['qid']}'): 'answers' is not a list of "
-                     "strings")
+    raise DataError(f"{where} ('{qa['qid']}'): 'answers' is not a list of "
+                    "strings")
   detected = qa.get("detected_answers", [])
   if not isinstance(detected, list):
-    raise ValueError(f"{where} ('{qa['qid']}'): 'detected_answers' is not a list")
+    raise DataError(f"{where} ('{qa['qid']}'): 'detected_answers' is not a list")
   for n, answer in enumerate(detected):
     spans = answer.get("char_spans") if isinstance(answer, dict) else None
     if (not isinstance(answer, dict) or not isinstance(answer.get("text"), str)
         or not isinstance(spans, list) or not spans
         or not all(_is_char_span(span) for span in spans)):
-      raise ValueError(f"{where}.detected_answers[{n}] ('{qa['qid']}') needs "
-                       "'text' (string) and 'char_spans' (a non-empty list of "
-                       "[start, end] integer pairs)")
+      raise DataError(f"{where}.detected_answers[{n}] ('{qa['qid']}') needs "
+                      "'text' (string) and 'char_spans' (a non-empty list of "
+                      "[start, end] integer pairs)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +234,7 @@ def read_conll_sentences(path: str, max_sentences: Optional[int] = None
   The official reader stops after 101 sentences in debug mode
   (`max_sentences`).  It also drops a last sentence that is not followed by a
   blank line; here that sentence is kept.  A line with one field or a tag
-  that is not O or B-/I-/E-/S-TYPE is a ValueError naming file and line.
+  that is not O or B-/I-/E-/S-TYPE is a DataError naming file and line.
   """
   _require_file(path)
   sentences: List[ConllSentence] = []
@@ -250,11 +252,11 @@ def read_conll_sentences(path: str, max_sentences: Optional[int] = None
       if fields[0] == "-DOCSTART-":
         continue
       if len(fields) < 2:
-        raise ValueError(f"{path}:{line_number}: expected 'WORD ... TAG', "
-                         f"found {line.strip()!r}")
+        raise DataError(f"{path}:{line_number}: expected 'WORD ... TAG', "
+                        f"found {line.strip()!r}")
       if not _TAG_PATTERN.fullmatch(fields[-1]):
-        raise ValueError(f"{path}:{line_number}: tag {fields[-1]!r} is not 'O' "
-                         "or B-/I-/E-/S- followed by a chunk type")
+        raise DataError(f"{path}:{line_number}: tag {fields[-1]!r} is not 'O' "
+                        "or B-/I-/E-/S- followed by a chunk type")
       sentence.append((fields[0], fields[-1], line_number))
   if sentence:
     sentences.append(ConllSentence(*map(tuple, zip(*sentence))))

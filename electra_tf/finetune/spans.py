@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
+from electra_tf.errors import ConfigError, DataError
 from electra_tf.finetune import metrics
 
 Span = Tuple[int, int, str]
@@ -53,11 +54,11 @@ ALLOWED_PREFIXES = {"IOB1": "BI", "IOB2": "BI", "BIOES": "BIES"}
 
 
 def canonical_scheme(scheme: str) -> str:
-  """`scheme` as one of SCHEMES ("BIO" is IOB2, "IOBES" BIOES); else ValueError."""
+  """`scheme` as one of SCHEMES ("BIO" is IOB2, "IOBES" BIOES); else ConfigError."""
   name = _SCHEME_ALIASES.get(scheme.upper(), scheme.upper())
   if name not in SCHEMES:
-    raise ValueError(f"unknown tagging scheme {scheme!r}; known: "
-                     f"{', '.join(SCHEMES)} (BIO = IOB2)")
+    raise ConfigError(f"unknown tagging scheme {scheme!r}; known: "
+                      f"{', '.join(SCHEMES)} (BIO = IOB2)")
   return name
 
 
@@ -190,12 +191,12 @@ STRICT_RULES = {
 
 
 def check_scheme_tags(tags: Iterable[str], scheme: str) -> None:
-  """ValueError naming the first tag whose prefix `scheme` does not use."""
+  """DataError naming the first tag whose prefix `scheme` does not use."""
   allowed = ALLOWED_PREFIXES[canonical_scheme(scheme)]
   for tag in tags:
     if tag != OUTSIDE and prefix_of(tag) not in allowed:
-      raise ValueError(f"tag {tag!r} is not an {canonical_scheme(scheme)} tag "
-                       f"(prefixes {', '.join(allowed)})")
+      raise DataError(f"tag {tag!r} is not an {canonical_scheme(scheme)} tag "
+                      f"(prefixes {', '.join(allowed)})")
 
 
 def strict_entity_spans(tags: Sequence[str], scheme: str) -> List[Span]:
@@ -204,7 +205,7 @@ def strict_entity_spans(tags: Sequence[str], scheme: str) -> List[Span]:
   Scanning left to right: a span begins where `starts(previous tag, tag)`,
   takes the following tags while they `continue` it, and counts only if its
   last tag `ends` before the tag after it ("O" after the sentence); either
-  way the scan goes on from that tag.  ValueError on a prefix the scheme
+  way the scan goes on from that tag.  DataError on a prefix the scheme
   does not use.
   """
   scheme = canonical_scheme(scheme)

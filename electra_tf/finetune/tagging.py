@@ -36,6 +36,7 @@ from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from electra_tf.errors import DataError
 from electra_tf.finetune import readers
 from electra_tf.finetune import spans
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
@@ -299,7 +300,7 @@ class NER(TaggingTask):
 
   def sentences(self, split: str) -> List[readers.ConllSentence]:
     """As TaggingTask.sentences, each tag checked against file_scheme and
-    (but on train) the training file's types; ValueError with file:line."""
+    (but on train) the training file's types; DataError with file:line."""
     if split not in self._sentences:
       path = self.data_path(split)
       sentences = super().sentences(split)
@@ -308,11 +309,11 @@ class NER(TaggingTask):
         for tag, line_number in zip(sentence.tags, sentence.line_numbers):
           try:
             spans.check_scheme_tags([tag], self.file_scheme)
-          except ValueError as e:
-            raise ValueError(f"{path}:{line_number}: {e} (hparam tagging_scheme "
-                             f"{self.file_scheme})") from None
+          except DataError as e:
+            raise DataError(f"{path}:{line_number}: {e} (hparam tagging_scheme "
+                            f"{self.file_scheme})") from None
           if types is not None and tag != spans.OUTSIDE and spans.type_of(tag) not in types:
-            raise ValueError(
+            raise DataError(
                 f"{path}:{line_number}: entity type {spans.type_of(tag)!r} does not "
                 f"occur in {self.data_path('train')} (types: {', '.join(types)})")
       self._sentences[split] = sentences
