@@ -22,8 +22,7 @@ size of one reference update (the norm of ckpt-2 minus ckpt-1 over all
 model weights), must stay under
   * FLOAT32_TOLERANCE for float32 runs: two replicas sum the batch's
     gradient in two halves, and XLA fuses and reorders the float32 sums, so
-    the runs differ by rounding alone (measured below 1e-5; see
-    docs/performance.md);
+    the runs differ by rounding alone (measured below 1e-5);
   * BFLOAT16_TOLERANCE for bfloat16 runs: activations and matmuls carry 8
     significant bits (relative rounding 2^-9), which shifts the gradients by
     about a percent, and Adam's update divides each gradient element by its
