@@ -137,8 +137,7 @@ def pytest_collection_modifyitems(config, items):
   units = [scheduling_unit(item) for item in items]
   rank = {unit: LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
           for unit in units}
-  order = sorted(range(len(items)), key=lambda i: (rank[units[i]], units[i] if rank[units[i]]
-                                                   == len(LONGEST_FIRST) else "", i))
+  order = sorted(range(len(items)), key=lambda i: (rank[units[i]], i))
   for i in order:
     items[i].add_marker(pytest.mark.xdist_group(units[i]))
   items[:] = [items[i] for i in order]
