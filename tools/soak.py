@@ -360,9 +360,8 @@ def tfrecords_job(args, rng: random.Random) -> Job:
     # build cannot be killed again: the first kills are named moments.
     named = [Moment("write", "tfrecords_writing"), Moment("finish", "tfrecords_finishing"),
              Moment("note", "tfrecords_checkpoint")][:args.tfrecords_kills]
-    n_write = max(1, args.tfrecords_kills // 3)
-    return (named + [Moment("write", "tfrecords_writing")] * max(0, n_write - 1) +
-            random_moments(args.tfrecords_kills - len(named) - max(0, n_write - 1), rng))
+    named += [Moment("write", "tfrecords_writing")] * max(0, args.tfrecords_kills // 3 - 1)
+    return named + random_moments(args.tfrecords_kills - len(named), rng)
 
   def verify(reference_dir, soaked_dir, _texts) -> Dict:
     names = sorted(p.name for p in reference_dir.glob("pretrain_data.tfrecord-*"))
