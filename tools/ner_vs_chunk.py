@@ -10,18 +10,23 @@ with the same hparams and seeds; both F1s side by side, as JSON.
 The NER-style files are CoNLL-2000's `chunk/{train,dev}.txt` (dev is the
 CoNLL-2000 test set) with a `-DOCSTART-` line and the chunk tags rewritten in
 `--scheme` (IOB1 by default, the original CoNLL-2003 form).  Both tasks read
-the same words and the same chunks; they differ in what each task does with
-them: chunk keeps the official quirks (segment ids 1, its own way of cutting
-long sentences, chunk spans read by the official rule), ner reads entities by
-conlleval's rule and scores them as seqeval's default mode.  On well-formed
-gold files the two scorers agree, so the F1s should differ by no more than
-the seeds do.  Work files go to --work_dir (a temporary directory by
+the same words and the same chunks, and both models predict BIOES tags;
+they differ in what each task does with them: chunk keeps the official quirks
+(segment ids 1, its own way of cutting long sentences, label order, chunk
+spans read by the official rule, under which only O, B- and S- end a chunk),
+ner reads entities by conlleval's rule and scores them as seqeval's default
+mode.  On well-formed tags the two rules read the same spans, so the F1s of
+trained models should differ by no more than the seeds do.  To tell the rule
+from the training apart, each run also scores its own predicted BIOES tags
+(the last dev evaluation, before they are turned into the file's scheme)
+under both rules: `f1_by_chunk_rule` and `f1_by_conlleval_rule`.  Work files go to --work_dir (a temporary directory by
 default); the JSON records the settings, each run's metrics, the per-seed
 differences and the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -30,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Dict
 
 from absl import app
 from absl import flags
@@ -101,6 +107,35 @@ def summary(runs, hparams) -> dict:
   }
 
 
+@contextlib.contextmanager
+def scored_under_both_rules(runs_metrics: Dict[str, float]):
+  """While active, each tagging evaluation's predicted and gold BIOES tags
+  are also scored under the chunk rule and conlleval's; the last
+  evaluation's F1s go into `runs_metrics`."""
+  from electra_tf.finetune import spans, tagging  # pylint: disable=g-import-not-at-top
+  originals = {cls: cls.score for cls in (tagging.ChunkingTask, tagging.NER)}
+
+  def scoring(original):
+    def score(task, sentences, loss_sum, labeled):
+      if labeled:
+        gold = [s.gold for s in sentences]
+        predicted = [s.predicted for s in sentences]
+        for name, spans_of in (("chunk_rule", spans.chunk_spans),
+                               ("conlleval_rule", spans.entity_spans)):
+          counts = spans.total(spans.span_counts(gold, predicted, spans_of))
+          runs_metrics[f"f1_by_{name}"] = 100.0 * counts.precision_recall_f1()[2]
+      return original(task, sentences, loss_sum, labeled)
+    return score
+
+  for cls, original in originals.items():
+    cls.score = scoring(original)
+  try:
+    yield
+  finally:
+    for cls, original in originals.items():
+      cls.score = original
+
+
 def main(argv) -> int:
   del argv
   from electra_tf import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -122,8 +157,11 @@ def main(argv) -> int:
         config = FinetuningConfig.create(values, task_names=[task], data_dir=str(data_dir),
                                          model_dir=str(work_dir / "models" / f"{task}_{seed}"))
         started = time.time()
-        metrics = job.run(config, strategy_name="one_device")[-1][task]
-        runs[f"{task}_seed{seed}"] = dict(metrics, seconds=round(time.time() - started, 1))
+        by_rule: Dict[str, float] = {}
+        with scored_under_both_rules(by_rule):
+          metrics = job.run(config, strategy_name="one_device")[-1][task]
+        runs[f"{task}_seed{seed}"] = dict(metrics, **by_rule,
+                                          seconds=round(time.time() - started, 1))
         if FLAGS.output:  # after each run, so that finished runs survive
           fileio.atomic_write_text(FLAGS.output, json.dumps(
               summary(runs, hparams), indent=1, sort_keys=True) + "\n")
