@@ -1,13 +1,15 @@
-"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner).
+"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's algorithm).
 
 `build_vocab` is the library behind `data_prep/build_vocab.py`.  The text is
 split into words exactly as the project's tokenizer splits it
 (`tokenization.FastBasicTokenizer`: cleaning, CJK and punctuation splitting,
 lower-casing and accent stripping as configured), then
-`tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset` learns at
-most N tokens (its binary search over the minimum count of a piece, from 1
-up, aims within 5% below N; fewer when the corpus has fewer distinct pieces;
-when it ends above N, the rarest learned pieces are dropped). The vocab
+counted as `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`
+counts them, and `wordpiece_learner.learn` (tensorflow-text's learner with
+its repeated work done once: the same vocab, sooner) learns at most N tokens
+(its binary search over the minimum count of a piece, from 1 up, aims within
+5% below N; fewer when the corpus has fewer distinct pieces; when it ends
+above N, the rarest learned pieces are dropped). The vocab
 starts with the reserved tokens, in this order:
   0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
 then the single characters, their "##" forms and the learned pieces.  The
@@ -21,11 +23,13 @@ import sys
 from typing import Iterable, Iterator, List, Sequence
 
 import tensorflow as tf
-from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
+from tensorflow_text.python.ops import bert_tokenizer
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
 from electra_tf import tokenization
 from electra_tf.errors import DataError
 from electra_tf.pretrain import corpus as corpus_lib
+from electra_tf.pretrain import wordpiece_learner
 
 RESERVED_TOKENS = tokenization.SPECIAL_TOKENS  # [PAD] first: id 0 is padding
 _BATCH = 1024
@@ -52,20 +56,21 @@ def build_vocab(texts: Iterable[str], vocab_size: int, do_lower_case: bool = Tru
   texts = (text for text in texts if text.strip())
   dataset = tf.data.Dataset.from_generator(
       lambda: _batches(texts), output_signature=tf.TensorSpec([None], tf.string))
-  # The learner splits at whitespace and punctuation again; the words are
-  # already split, so it only sees them joined by spaces.
+  # tensorflow-text's learner splits at whitespace and punctuation again (as
+  # bert_vocab_from_dataset does); the words are already split, so it only
+  # sees them joined by spaces.
+  learner_split = bert_tokenizer.BasicTokenizer(lower_case=False)
   dataset = dataset.map(
-      lambda lines: tf.strings.reduce_join(basic.split_words(lines), axis=-1,
-                                           separator=" "))
+      lambda lines: learner_split.tokenize(tf.strings.reduce_join(
+          basic.split_words(lines), axis=-1, separator=" ")))
   try:
-    vocab = vocab_learner.bert_vocab_from_dataset(
-        dataset, vocab_size=vocab_size, reserved_tokens=list(RESERVED_TOKENS),
-        bert_tokenizer_params={"lower_case": False},
-        # The learner's default floor of 10 occurrences caps the vocab of a
-        # small corpus far below vocab_size; its binary search starts from 1.
-        learn_params={"lower_thresh": 1})
-  except StopIteration:  # the learner's word counting found no word at all
+    word_counts = wordpiece_tokenizer_learner_lib.count_words(dataset)
+  except StopIteration:  # no word at all
     raise DataError("corpus: no text to learn a vocab from") from None
+  # The learner's default floor of 10 occurrences caps the vocab of a small
+  # corpus far below vocab_size; its binary search starts from 1.
+  vocab = wordpiece_learner.learn(word_counts.items(), vocab_size,
+                                  list(RESERVED_TOKENS), lower_thresh=1)
   return _cap_size(vocab, vocab_size)
 
 
