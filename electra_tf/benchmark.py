@@ -168,10 +168,12 @@ def main() -> int:
     _report(result, started)
     return 0
   config = config_from_flags()
-  if FLAGS.baseline and (not config.electra_objective or config.two_tower_generator):
-    raise ConfigError("--baseline=model_garden compares the ELECTRA objective; "
-                      "drop electra_objective=false / electric_objective / "
-                      "two_tower_generator from --hparams")
+  if FLAGS.baseline:
+    from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
+    objective = objectives.objective_class(config)
+    if objective is not objectives.Electra:
+      raise ConfigError("--baseline=model_garden compares the ELECTRA objective; --hparams "
+                        f"selects the {objective.name} objective")
   _check_counts("pairs")
   result = step_bench.run_benchmark(config, FLAGS.steps, FLAGS.warmup_steps, FLAGS.baseline,
                          FLAGS.pairs, FLAGS.profile_dir, FLAGS.baseline_precision)

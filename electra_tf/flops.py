@@ -8,13 +8,14 @@ pass, so training is 2x the forward FLOPs.  The MLM softmax is only applied to
 `output_frac` of the positions (official 0.15625, i.e. 20 of 128 or 80 of 512
 tokens).  All counts are per sequence of `seq_length` tokens (floats).
 
-Electric (two_tower_generator; the official script has no count for it) is
-counted by the same rules: two generator-sized towers (their causal
+A two-tower generator (Electric's; the official script has no count for it)
+is counted by the same rules: two generator-sized towers (their causal
 attention masks scores that are still computed, so a tower costs what an
 encoder does), the cloze head on every position (output fraction 1.0) reading
 both towers (input width 2 x hidden), the discriminator with its binary head,
-and with electric_objective two more additions per token (log q and the
-prior log-odds added to the discriminator's logits).
+and with Electric's noise-contrastive discriminator two more additions per
+token (log q and the prior log-odds added to the discriminator's logits).
+Which networks a config has is its objective's (`modeling/objectives.py`).
 """
 
 import dataclasses
@@ -145,12 +146,14 @@ def model_sizes(config: PretrainingConfig
                 ) -> Tuple[Optional[TransformerSize], Optional[TransformerSize]]:
   """(masked_lm, discriminator) sizes of a pre-training config.
 
-  BERT (electra_objective=false): the model is the masked LM, no
-  discriminator.  ELECTRA: the generator shares the embedding width unless its
+  An objective without a discriminator (BERT's masked LM): the model is the
+  masked LM.  With one: the generator shares the embedding width unless its
   embeddings are untied; a tied generator (untied_generator=false) is the
   discriminator network; the uniform generator has no network (None).  A
   two-tower generator: masked_lm is the size of each tower.
   """
+  from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
+
   def size(model, embedding_size):
     return TransformerSize(
         hidden_size=model.hidden_size, num_layers=model.num_hidden_layers,
@@ -159,7 +162,7 @@ def model_sizes(config: PretrainingConfig
         num_heads=model.num_attention_heads)
 
   main = size(config.encoder_config(), config.effective_embedding_size)
-  if not config.has_discriminator:
+  if not objectives.objective_class(config).has_discriminator:
     return main, None
   if config.uniform_generator:
     return None, main
@@ -173,10 +176,12 @@ def flops_per_seq(config: PretrainingConfig,
                   output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
   """Training FLOPs of one sequence of a pre-training config (see model_sizes;
   `output_frac` applies to a masked LM, not to a cloze generator)."""
+  from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
+  objective = objectives.objective_class(config)
   masked_lm, discriminator = model_sizes(config)
-  if not config.two_tower_generator:
+  if not objective.two_tower:
     return train_flops_per_sequence(masked_lm, discriminator, output_frac)
   total = two_tower_train_flops(masked_lm) + encoder_train_flops(discriminator, False)
-  if config.electric_objective:
+  if objective.noise_contrastive:
     total += 2 * ELECTRIC_NOISE_FLOPS * config.max_seq_length
   return total

@@ -377,14 +377,17 @@ def write_folder(folder: str, part: str, model: ModelConfig, embedding_size: int
 
 def check_exportable(config, flag: str) -> None:
   """A ConfigError unless `config` (a PretrainingConfig) is an ELECTRA that
-  transformers can hold: a tied one-tower generator and a discriminator."""
-  if config.two_tower_generator or config.untied_generator_embeddings or (
-      not config.electra_objective):
+  transformers can hold: a one-tower generator with the discriminator's
+  embeddings, and a discriminator (its objective's)."""
+  from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
+  objective = objectives.objective_class(config)
+  if objective.two_tower or not objective.has_discriminator or (
+      config.untied_generator_embeddings):
     raise ConfigError(f"{flag}: transformers' ELECTRA has a tied one-tower generator and a "
-                      "discriminator; this model (two_tower_generator, "
-                      "untied_generator_embeddings or electra_objective=false) has none "
-                      "(python -m electra_tf.convert --to_hf --encoder_only exports its "
-                      "encoder)")
+                      f"discriminator; this model (objective {objective.name}, "
+                      f"untied_generator_embeddings {config.untied_generator_embeddings}) "
+                      "has none (python -m electra_tf.convert --to_hf --encoder_only "
+                      "exports its encoder)")
 
 
 class Provenance(NamedTuple):

@@ -78,7 +78,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
@@ -103,18 +103,19 @@ class BatchPart:
   first_row: int64 scalar, the row of replica_batch where the micro-batch
     starts (k * B / N for micro-batch k; 0 without accumulation).
   global_sums: the SUM over all replicas of `replica_sums_fn(replica_batch)`
-    when the step was given a replica_sums_fn (e.g. the global batch's loss
-    denominators), else None.
+    (the same nest) when the step was given a replica_sums_fn (e.g. the
+    global batch's named loss denominators), else None.
   """
   replica_batch: Mapping[str, tf.Tensor]
   first_row: tf.Tensor
-  global_sums: Optional[tf.Tensor] = None
+  global_sums: Any = None
 
 
 LossFn = Callable[[Mapping[str, tf.Tensor], tf.Tensor, BatchPart],
                   Tuple[tf.Tensor, Dict[str, tf.Tensor]]]
-# replica batch -> float32 tensor that the loss needs summed over replicas.
-ReplicaSumsFn = Callable[[Mapping[str, tf.Tensor]], tf.Tensor]
+# replica batch -> float32 tensors (a nest, e.g. a name -> tensor dict) that
+# the loss needs summed over replicas.
+ReplicaSumsFn = Callable[[Mapping[str, tf.Tensor]], Any]
 
 
 # The checkpoint entry of the training input's position (a tf.data iterator).
@@ -405,7 +406,7 @@ class Trainer:
 
   def _accumulated_gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
                              step: tf.Tensor, seed: tf.Tensor,
-                             global_sums: Optional[tf.Tensor] = None):
+                             global_sums: Any = None):
     """(loss, logged, gradients) summed over the N micro-batches of `batch`.
 
     Micro-batch k is rows [k B/N, (k+1) B/N) with dropout seed

@@ -19,12 +19,12 @@ hidden size, E embedding size.
     Dense(H, gelu), Dense(1) -> disc_logits [B, S]
   total_loss = gen_weight * MLM loss + disc_weight * discriminator loss
 
-`electra_objective=False` trains a plain masked LM (BERT with dynamic masking,
-no next-sentence prediction): the `electra` encoder with the MLM head only.
-
-Electric (Clark et al., EMNLP 2020; official `electric_objective`,
-`two_tower_generator`): the generator is a two-tower cloze model that reads
-the ORIGINAL ids (no [MASK]s):
+The model is given its networks (built by `pretrain.model.build_model`) and
+an objective (`modeling/objectives.py`), which says which heads it needs and
+computes the outputs and losses: ELECTRA as above, the masked LM alone (the
+`electra` encoder with the MLM head only), or Electric (Clark et al., EMNLP
+2020), whose generator is a two-tower cloze model that reads the ORIGINAL
+ids (no [MASK]s):
   towers `generator_ltr` / `generator_rtl` (causal encoders of the generator's
     size) -> their outputs shifted one position right / left and
     concatenated [B, S, 2 Hg], so position t sees every token but its own
@@ -33,27 +33,21 @@ the ORIGINAL ids (no [MASK]s):
   cloze loss: cross-entropy of the original token at every position that
     masking could pick (not [CLS] / [SEP] / [MASK] / padding); it replaces the
     MLM loss in total_loss
-With electric_objective the discriminator does noise-contrastive estimation
-against the generator: its logits get log q(token | context) (the cloze
-model's log-probability of the token it sees, without gradient) plus
-log(mask_prob / (1 - mask_prob)), and every sampled position is labelled 1,
-even where the sample equals the original token.  two_tower_generator with
-the ELECTRA objective keeps ELECTRA's discriminator.
+and whose discriminator does noise-contrastive estimation against the
+generator (`electric_logits`, `corrupt_inputs(electric=True)`).
 
 Logits, softmaxes and losses are float32 whatever the layers' dtype policy.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf.config import DISC_WEIGHT, MASK_PROB, ModelConfig
 from electra_tf.modeling import encoder as encoder_lib
-from electra_tf.modeling.sampling import sample_from_softmax
+from electra_tf.modeling.sampling import sample_from_softmax  # noqa: F401  (re-exported)
 from electra_tf.tokenization import SpecialIds, candidates_mask
 
 # ----------------------------------------------------------- pure functions
@@ -246,116 +240,92 @@ class DiscriminatorHead(keras.layers.Layer):
 
 # --------------------------------------------------------------- the model
 
+
 BATCH_KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
               "masked_lm_ids", "masked_lm_weights")
 
 
-@dataclasses.dataclass(frozen=True)
-class Objective:
-  """The pre-training objective's settings (official hparams of these names)."""
-  electra_objective: bool = True  # False: a plain masked LM
-  electric_objective: bool = False  # Electric's noise-contrastive discriminator
-  gen_weight: float = 1.0
-  disc_weight: float = DISC_WEIGHT
-  temperature: float = 1.0  # of the generator's softmax when sampling
-  disallow_correct: bool = False  # never sample the original token
-  mask_prob: float = MASK_PROB  # Electric's prior odds of a sampled token
-
-  @property
-  def has_discriminator(self) -> bool:
-    """As official: either objective trains a discriminator."""
-    return self.electra_objective or self.electric_objective
+class Generated(NamedTuple):
+  """The generator's output on a masked batch."""
+  mlm_logits: tf.Tensor  # [B, N, V] float32 at the masked positions
+  cloze_logits: Optional[tf.Tensor] = None  # [B, S, V] float32 (two towers)
+  original_ids: Optional[tf.Tensor] = None  # [B, S] int32 (two towers)
 
 
 class ElectraPretrainer(keras.Model):
-  """Generator + discriminator trained with replaced-token detection.
+  """The pre-training networks, their heads and an objective's losses.
 
   Args:
-    discriminator_config: the discriminator `electra` (with electra_objective
-      false: the masked LM's encoder).
-    embedding_size: width of the shared embedding tables.
-    generator_config: a separate generator `generator` (official
-      untied_generator); None: the discriminator is also the generator (a
-      tied generator, or the masked LM).
-    objective: the losses and the sampling (`Objective`).
-    uniform_generator: no generator; replacements drawn uniformly.
-    untied_generator_embeddings: the separate generator gets its own
-      embedding tables (as wide as its hidden size, an official quirk)
-      instead of sharing the discriminator's.
-    two_tower_generator: the separate generator is Electric's two-tower cloze
-      model (towers of generator_config's size; module docstring).
-    special_ids: the vocab's special ids; the cloze loss (two-tower
-      generator) leaves out [CLS], [SEP] and [MASK] positions, as official.
-      Needed only to compute that loss.
+    discriminator: the encoder `electra` (the masked LM's, for an objective
+      without a discriminator).
+    objective: an `objectives.Objective`: which heads it needs, the outputs
+      and losses `call` returns, the named loss denominators.
+    generator: the one-tower generator: an encoder `generator` (sharing the
+      discriminator's embeddings or not), or the discriminator itself (a
+      tied generator, or the masked LM); None: none (the uniform generator,
+      or a two-tower one).
+    generator_towers: (ltr, rtl) causal encoders `generator_ltr` /
+      `generator_rtl` of the two-tower cloze generator (the objective's
+      `two_tower`); None otherwise.
+    special_ids: the vocab's special ids; the cloze loss leaves out [CLS],
+      [SEP] and [MASK] positions, as official.  Needed only for that loss.
+  The builder of a config's networks is `pretrain.model.build_model`.
 
-  Sub-layers (None where the configuration has none), each under its official
-  scope: discriminator (`electra`), generator (`generator`, the discriminator
-  itself, or None), generator_predictions, discriminator_predictions, and for
-  a two-tower generator generator_ltr, generator_rtl and cloze_predictions.
-  All variables exist, under their official names, once constructed.
+  Sub-layers (None where there is none), each under its official scope:
+  discriminator (`electra`), generator (`generator`, the discriminator or
+  None), generator_predictions, discriminator_predictions, and for a
+  two-tower generator generator_ltr, generator_rtl and cloze_predictions.
+  The heads are built here, so every variable exists, under its official
+  name, once constructed.
 
-  `model(batch, training=..., sample_seed=None)` takes the masked batch dict
-  (BATCH_KEYS) and returns a dict of tensors:
+  `model(batch, training=..., sample_seed=None, loss_denominators=None)`
+  takes the masked batch dict (BATCH_KEYS) and returns a dict of tensors:
     total_loss, mlm_loss                                scalars float32
     mlm_logits [B, N, V] float32, mlm_per_example_loss [B, N] float32 (not
     weighted), mlm_preds [B, N] int32
   with a two-tower generator also cloze_loss (scalar float32; it is the
-  generator's part of total_loss), and with electra_objective or
-  electric_objective:
+  generator's part of total_loss), and with a discriminator:
     disc_loss scalar float32, sampled_ids [B, N] int32, corrupted_ids [B, S]
     int32 (the discriminator's input), disc_logits [B, S] (Electric: with
     the noise terms added), disc_probs [B, S] float32, disc_preds [B, S]
     int32, disc_labels [B, S] int32, disc_per_example_loss [B] float32
   `sample_seed` (int [2], or int [B, 2] for one seed per example) makes the
   sampling noise stateless and reproducible (`sampling.hashed_uniform`).
-  `loss_denominators` (float32, `loss_weight_sums` of e.g. the global batch of
-  all replicas) replaces this batch's sums as the losses' denominators.
+  `loss_denominators` (name -> float32 scalar, the `denominators` of e.g.
+  the global batch of all replicas; or those stacked in the objective's
+  `denominator_names` order, as `loss_weight_sums` gives them) replaces this
+  batch's sums as the losses' denominators.
   """
 
-  def __init__(self, discriminator_config: ModelConfig, embedding_size: int,
-               generator_config: Optional[ModelConfig] = None,
-               objective: Objective = Objective(), uniform_generator: bool = False,
-               untied_generator_embeddings: bool = False,
-               two_tower_generator: bool = False,
+  def __init__(self, discriminator: encoder_lib.TransformerEncoder, objective: Any,
+               generator: Optional[encoder_lib.TransformerEncoder] = None,
+               generator_towers: Optional[Tuple[encoder_lib.TransformerEncoder,
+                                                encoder_lib.TransformerEncoder]] = None,
                special_ids: Optional[SpecialIds] = None,
                name: str = "electra_pretrainer", **kwargs: Any):
     super().__init__(name=name, **kwargs)
+    if objective.two_tower != (generator_towers is not None) or (
+        generator_towers is not None and generator is not None):
+      raise ValueError(f"ElectraPretrainer: the {objective.name} objective needs "
+                       + ("generator_towers and no generator" if objective.two_tower
+                          else "no generator_towers"))
     self.objective = objective
     self.special_ids = special_ids
-    disc_config = discriminator_config
+    disc_config = discriminator.config
     self.vocab_size = disc_config.vocab_size
-    if two_tower_generator and (generator_config is None or uniform_generator):
-      raise ValueError("ElectraPretrainer: two_tower_generator needs a "
-                       "generator_config and no uniform_generator")
-    # The discriminator is built first so that the shared embedding block
-    # gets its official scope `electra/embeddings`.
-    self.discriminator = encoder_lib.TransformerEncoder(
-        disc_config, embedding_size=embedding_size, name="electra")
-
-    def separate_generator(name: str, **causal: bool) -> encoder_lib.TransformerEncoder:
-      # Official quirk: untied generator embeddings are as wide as the
-      # generator's hidden size, whatever embedding_size says.
-      shared = None if untied_generator_embeddings else self.discriminator.embeddings
-      return encoder_lib.TransformerEncoder(generator_config, embeddings=shared,
-                                            name=name, **causal)
-
+    # Attribute order (that of Keras' variable lists) and build order (that
+    # of the initial values' draws) are those of the earlier self-built model.
+    self.discriminator = discriminator
     self.generator = self.generator_ltr = self.generator_rtl = None
     self.generator_predictions = self.cloze_predictions = None
     head_args = (disc_config.hidden_act, disc_config.initializer_range)
-    if two_tower_generator:
-      # Official TwoTowerClozeTransformer: scopes generator_ltr / generator_rtl.
-      self.generator_ltr = separate_generator("generator_ltr", ltr=True)
-      self.generator_rtl = separate_generator("generator_rtl", rtl=True)
+    if generator_towers is not None:
+      self.generator_ltr, self.generator_rtl = generator_towers
       self.cloze_predictions = MaskedLMHead(
           self.generator_ltr.embeddings, *head_args, name="cloze_predictions")
-      self.cloze_predictions(tf.zeros([1, 1, 2 * generator_config.hidden_size]))
-    elif uniform_generator:
-      pass
-    elif generator_config is None:
-      self.generator = self.discriminator
-    else:
-      self.generator = separate_generator("generator")
-    if self.generator is not None:
+      self.cloze_predictions(tf.zeros([1, 1, 2 * self.generator_ltr.config.hidden_size]))
+    if generator is not None:
+      self.generator = generator
       self.generator_predictions = MaskedLMHead(self.generator.embeddings, *head_args)
       self.generator_predictions(
           tf.zeros([1, 1, self.generator.config.hidden_size]),
@@ -391,95 +361,50 @@ class ElectraPretrainer(keras.Model):
     return tf.cast(candidates_mask(original_ids, input_mask, self.special_ids),
                    tf.float32)
 
-  def loss_weight_sums(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    """The losses' denominators on `batch`: float32 [2] (sum of
-    masked_lm_weights, sum of input_mask), [3] with a two-tower generator
-    (+ the sum of the cloze weights).  Summed over replicas, they make
-    `loss_denominators`."""
-    sums = [tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),
-            tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))]
-    if self.cloze_predictions is not None:
-      original_ids = unmask(batch["input_ids"], batch["masked_lm_positions"],
-                            batch["masked_lm_ids"])
-      sums.append(tf.reduce_sum(self.cloze_weights(original_ids, batch["input_mask"])))
-    return tf.stack(sums)
+  def denominators(self, batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The losses' named denominators on `batch` (the objective's): summed
+    over replicas, they make `loss_denominators`."""
+    return self.objective.denominators(self, batch)
 
-  def _generate(self, batch: Mapping[str, tf.Tensor], training: Optional[bool]
-                ) -> Tuple[tf.Tensor, Optional[tf.Tensor], Optional[tf.Tensor]]:
-    """(mlm_logits [B, N, V], and for a two-tower generator cloze_logits
-    [B, S, V] and the original ids [B, S]; else None, None)."""
+  def loss_weight_sums(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """`denominators` stacked in the objective's `denominator_names` order:
+    float32 [2] for ELECTRA (masked_lm_weight, input_mask), [3] with a
+    two-tower generator (+ cloze_weight)."""
+    sums = self.denominators(batch)
+    return tf.stack([sums[name] for name in self.objective.denominator_names])
+
+  def generate(self, batch: Mapping[str, tf.Tensor], training: Optional[bool] = None
+               ) -> Generated:
+    """The generator's logits on `batch` (`Generated`)."""
     positions = batch["masked_lm_positions"]
     if self.cloze_predictions is not None:
       original_ids = unmask(batch["input_ids"], positions, batch["masked_lm_ids"])
       cloze = self.cloze_logits(original_ids, batch["input_mask"],
                                 batch["segment_ids"], training=training)
-      return gather_positions(cloze, positions), cloze, original_ids
+      return Generated(gather_positions(cloze, positions), cloze, original_ids)
     if self.generator is None:
       # uniform_generator: all-zero logits, as official.
-      return tf.zeros(tf.concat([tf.shape(positions), [self.vocab_size]], 0)), None, None
+      return Generated(tf.zeros(tf.concat([tf.shape(positions), [self.vocab_size]], 0)))
     outputs = self.generator(batch["input_ids"], batch["input_mask"],
                              batch["segment_ids"], training=training)
-    return self.generator_predictions(outputs["sequence_output"], positions), None, None
+    return Generated(self.generator_predictions(outputs["sequence_output"], positions))
 
   def mlm_logits(self, batch: Mapping[str, tf.Tensor],
                  training: Optional[bool] = None) -> tf.Tensor:
     """Generator logits [B, N, V] float32 at the masked positions."""
-    return self._generate(batch, training)[0]
+    return self.generate(batch, training).mlm_logits
 
   def discriminator_logits(self, input_ids: tf.Tensor, input_mask: tf.Tensor,
                            segment_ids: tf.Tensor,
                            training: Optional[bool] = None) -> tf.Tensor:
     """Replaced-token logits [B, S] float32 for the given (corrupted) ids
-    (the head's scores; Electric's noise terms are added in `call`)."""
+    (the head's scores; Electric's noise terms are the objective's)."""
     outputs = self.discriminator(input_ids, input_mask, segment_ids,
                                  training=training)
     return self.discriminator_predictions(outputs["sequence_output"])
 
   def call(self, batch: Mapping[str, tf.Tensor], training: Optional[bool] = None,
            sample_seed: Optional[tf.Tensor] = None,
-           loss_denominators: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
-    objective = self.objective
-    weight_sum = token_sum = cloze_sum = None
-    if loss_denominators is not None:
-      sums = tf.unstack(tf.cast(loss_denominators, tf.float32))
-      weight_sum, token_sum = sums[:2]
-      cloze_sum = sums[2] if len(sums) > 2 else None
-    logits, cloze_logits, original_ids = self._generate(batch, training)
-    mlm_loss, mlm_per_example_loss, mlm_preds = masked_lm_loss(
-        logits, batch["masked_lm_ids"], batch["masked_lm_weights"], weight_sum)
-    outputs = {"mlm_logits": logits, "mlm_loss": mlm_loss,
-               "mlm_per_example_loss": mlm_per_example_loss, "mlm_preds": mlm_preds,
-               "total_loss": objective.gen_weight * mlm_loss}
-    if cloze_logits is not None:
-      # Official: the two-tower generator trains on the cloze loss alone.
-      cloze_loss = masked_lm_loss(
-          cloze_logits, original_ids,
-          self.cloze_weights(original_ids, batch["input_mask"]), cloze_sum)[0]
-      outputs.update(cloze_loss=cloze_loss,
-                     total_loss=objective.gen_weight * cloze_loss)
-    if not objective.has_discriminator:
-      return outputs
-
-    disallow = (tf.one_hot(batch["masked_lm_ids"], self.vocab_size)
-                if objective.disallow_correct else None)
-    sampled_ids = sample_from_softmax(
-        tf.stop_gradient(logits) / objective.temperature, seed=sample_seed,
-        disallow=disallow)
-    corrupted_ids, labels = corrupt_inputs(
-        batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"],
-        sampled_ids, electric=objective.electric_objective)
-    disc_logits = self.discriminator_logits(
-        corrupted_ids, batch["input_mask"], batch["segment_ids"], training=training)
-    if objective.electric_objective:
-      disc_logits = electric_logits(disc_logits, cloze_logits, corrupted_ids,
-                                    objective.mask_prob)
-    disc = discriminator_loss(disc_logits, labels, batch["input_mask"], token_sum)
-    outputs.update({
-        "sampled_ids": sampled_ids, "corrupted_ids": corrupted_ids,
-        "disc_logits": disc_logits,
-        "disc_probs": disc["probs"], "disc_preds": disc["preds"],
-        "disc_labels": labels, "disc_loss": disc["loss"],
-        "disc_per_example_loss": disc["per_example_loss"],
-        "total_loss": outputs["total_loss"] + objective.disc_weight * disc["loss"],
-    })
-    return outputs
+           loss_denominators: Any = None) -> Dict[str, tf.Tensor]:
+    return self.objective(self, batch, training=training, sample_seed=sample_seed,
+                          denominators=self.objective.named(loss_denominators))

@@ -8,9 +8,9 @@ the one stream of examples a single process reads and keeps its replicas'
 rows (`_dataset`), so any number of replicas and workers trains on one
 process's batches.
 
-Losses across replicas: every replica divides its summed MLM and
-discriminator losses by the GLOBAL sums of masked_lm_weights and input_mask
-(and of the cloze weights, for a two-tower generator; an all-reduce), so the
+Losses across replicas: every replica divides its summed losses by the
+GLOBAL sums of their weights (the objective's named `denominators`, e.g.
+masked_lm_weights and input_mask; an all-reduce), so the
 summed replica gradients are exactly the gradient of the official loss
 computed on the whole global batch on one device.  On one device this is the
 official loss itself.  With the `clip_per_replica` hparam each replica
@@ -58,9 +58,9 @@ from electra_tf.errors import TrainingError
 from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain import metrics as metrics_lib
+from electra_tf.pretrain import model as model_lib
 from electra_tf.pretrain import verdicts
 from electra_tf.pretrain.config import PretrainingConfig
-from electra_tf.pretrain.model import build_model
 from electra_tf.train_loop import log as _log
 
 RUN_RECORD = config_lib.ARCHITECTURE_RECORD  # the architecture; a rerun with another is refused
@@ -86,11 +86,11 @@ class PretrainingJob:
     self.strategy = strategy
     self._vocab = vocab
     self._eval_step = None  # evaluate()'s step function, once traced
-    # The cloze loss of a two-tower generator needs the vocab's special ids.
-    special = self.special_ids if config.two_tower_generator else None
+    self.objective = model_lib.objective(config)
+    special = self.special_ids if self.objective.needs_special_ids else None
 
     def build():
-      model = build_model(config, special)
+      model = model_lib.build_model(config, special)
       if config.recompute_layers:
         encoder_lib.recompute_layers(model)
       return model
@@ -242,19 +242,19 @@ class PretrainingJob:
       weight_sums = part.global_sums if part is not None else None
       if weight_sums is None:
         weight_sums = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                         self.model.loss_weight_sums(whole))
+                                         self.model.denominators(whole))
     elif part is not None:
-      weight_sums = self.model.loss_weight_sums(whole)
+      weight_sums = self.model.denominators(whole)
     return self.model(batch, training=training, sample_seed=sample_seeds,
                       loss_denominators=weight_sums)
 
   @property
   def replica_sums_fn(self):
-    """The shared step's replica_sums_fn: the loss denominators of a
-    replica's batch (`loss_weight_sums`), which the step sums over replicas
+    """The shared step's replica_sums_fn: the named loss denominators of a
+    replica's batch (`denominators`), which the step sums over replicas
     outside the XLA-compiled part; None with clip_per_replica (each replica
     normalises by its own batch)."""
-    return None if self.config.clip_per_replica else self.model.loss_weight_sums
+    return None if self.config.clip_per_replica else self.model.denominators
 
   def loss(self, batch, step, part: Optional[train_loop.BatchPart] = None):
     """The shared step's loss_fn: (total loss, logged losses) of one replica
@@ -276,12 +276,7 @@ class PretrainingJob:
   @property
   def _loss_keys(self):
     """(logged name, model output key) of the losses this objective has."""
-    keys = [("loss", "total_loss"), ("mlm_loss", "mlm_loss")]
-    if self.config.two_tower_generator:
-      keys.append(("cloze_loss", "cloze_loss"))
-    if self.config.has_discriminator:
-      keys.append(("disc_loss", "disc_loss"))
-    return keys
+    return [("loss", "total_loss")] + [(name, name) for name in self.objective.loss_names]
 
   def make_step_loop(self):
     return self.trainer.step_loop(self.loss, [name for name, _ in self._loss_keys],
@@ -387,7 +382,7 @@ class PretrainingJob:
     _log(f"Evaluating {latest} on {config.num_eval_steps} batches of {config.eval_files}"
          + ("" if held_out else " (the TRAINING records: set hparam eval_tfrecords to "
             "held-out records for a fair measure)"))
-    accumulator = metrics_lib.PretrainingMetrics(config.has_discriminator, config.disc_weight)
+    accumulator = metrics_lib.PretrainingMetrics.for_objective(self.objective)
     iterator = iter(self._dataset(is_training=False))
     progress = train_loop.ProgressLog(config.num_eval_steps, config.eval_batch_size, 0)
     report_every = max(1, config.num_eval_steps // 10)
@@ -423,7 +418,7 @@ class PretrainingJob:
     results["global_step"] = global_step
     for key in sorted(results):
       _log(f"  {key} = {results[key]}")
-    if shown is not None and config.has_discriminator:
+    if shown is not None and self.objective.has_discriminator:
       _log(verdicts.LEGEND)
       _log(verdicts.render(shown[0], shown[1], 0, {i: t for t, i in self.vocab.items()}))
     if distribution.is_chief(strategy):
@@ -441,10 +436,9 @@ def start_warnings(config: PretrainingConfig) -> List[str]:
   """What a user should know before the first step: the total loss's parts,
   and a warm-up that covers most of the run."""
   lines = []
-  if config.has_discriminator and config.electra_objective:
-    lines.append(f"loss = {config.gen_weight:g} x mlm_loss + {config.disc_weight:g} x "
-                 "disc_loss (hparams gen_weight, disc_weight): it can rise while the "
-                 "generator improves, as its samples get harder to tell apart")
+  summary = model_lib.objective(config).loss_summary()
+  if summary:
+    lines.append(summary)
   if config.num_warmup_steps > config.num_train_steps / 2:
     peak = float(tf.reduce_max(optimization.learning_rate_at(
         tf.range(1, config.num_train_steps + 1), config.learning_rate,

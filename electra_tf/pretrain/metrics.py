@@ -31,9 +31,9 @@ Metrics (tf.compat.v1.metrics semantics: a weighted mean is sum(w*x)/sum(w),
                               every token real: 1 - the replaced share of
                               the real tokens (an addition: disc_accuracy's
                               baseline)
-The sampled/disc metrics exist only with a discriminator (the ELECTRA or the
-Electric objective: `electra_objective` below means either), and the disc
-ones only when disc_weight > 0, as official.  With Electric, disc_probs are
+The sampled/disc metrics exist only with a discriminator (an objective's
+`has_discriminator`: ELECTRA's or Electric's), and the disc ones only when
+disc_weight > 0, as official.  With Electric, disc_probs are
 those of the noise-contrastive logits and every sampled position is labelled
 replaced, as official.
 
@@ -112,12 +112,18 @@ class PretrainingMetrics:
   """Streaming official pre-training eval metrics (see the module docstring)."""
 
   def __init__(self, electra_objective: bool = True, disc_weight: float = DISC_WEIGHT):
-    self.electra_objective = electra_objective
-    self.has_disc_metrics = electra_objective and disc_weight > 0
-    self.names = (MLM_METRICS + (SAMPLING_METRICS if electra_objective else ())
+    """electra_objective: the model has a discriminator (official name)."""
+    self.has_discriminator = electra_objective
+    self.has_disc_metrics = self.has_discriminator and disc_weight > 0
+    self.names = (MLM_METRICS + (SAMPLING_METRICS if self.has_discriminator else ())
                   + (DISC_METRICS if self.has_disc_metrics else ()))
     self._thresholds = auc_thresholds()
     self.reset()
+
+  @classmethod
+  def for_objective(cls, objective: Any) -> "PretrainingMetrics":
+    """The metrics of an `objectives.Objective`'s outputs."""
+    return cls(objective.has_discriminator, objective.disc_weight)
 
   def reset(self) -> None:
     # name -> [sum of weight * value, sum of weight]
@@ -148,7 +154,7 @@ class PretrainingMetrics:
     self._add("masked_lm_loss",
               out.get("mlm_per_example_loss", masked_lm_ids.shape),
               masked_lm_weights)
-    if not self.electra_objective:
+    if not self.has_discriminator:
       return
     self._add("sampled_masked_lm_accuracy",
               out.get("sampled_ids", masked_lm_ids.shape) == masked_lm_ids,

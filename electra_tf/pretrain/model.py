@@ -1,40 +1,65 @@
-"""The pre-training model a `PretrainingConfig` describes."""
+"""The pre-training model a `PretrainingConfig` describes: its objective,
+its networks, and the `ElectraPretrainer` given both."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
-from electra_tf.modeling.pretrainer import ElectraPretrainer, Objective
+from electra_tf.modeling import objectives
+from electra_tf.modeling.encoder import TransformerEncoder
+from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.tokenization import SpecialIds
 
 
-def objective(config: PretrainingConfig) -> Objective:
-  return Objective(electra_objective=config.electra_objective,
-                   electric_objective=config.electric_objective,
-                   gen_weight=config.gen_weight, disc_weight=config.disc_weight,
-                   temperature=config.temperature,
-                   disallow_correct=config.disallow_correct,
-                   mask_prob=config.mask_prob)
+def objective(config: PretrainingConfig) -> objectives.Objective:
+  """The objective of config's hparams (`objectives.REGISTRY`)."""
+  return objectives.objective_for(config)
+
+
+def build_networks(config: PretrainingConfig, objective: objectives.Objective
+                   ) -> Dict[str, Optional[TransformerEncoder]]:
+  """The encoders of `config` for `objective`, as ElectraPretrainer's
+  keyword arguments: discriminator `electra`, and the generator:
+    generator_towers  (`generator_ltr`, `generator_rtl`) for a two-tower objective
+    generator         `generator` (a separate generator: an objective with a
+                      discriminator and untied_generator), else the
+                      discriminator itself (tied, or the masked LM); none
+                      with uniform_generator
+  A separate generator shares the discriminator's embeddings unless
+  untied_generator_embeddings (then they are as wide as its hidden size, an
+  official quirk).  Built in the order that draws the official initial
+  values: eagerly, outside name scopes, so the variables get their official
+  names.
+  """
+  discriminator = TransformerEncoder(config.encoder_config(),
+                                     embedding_size=config.effective_embedding_size,
+                                     name="electra")
+
+  def separate(name: str, **causal: bool) -> TransformerEncoder:
+    shared = None if config.untied_generator_embeddings else discriminator.embeddings
+    return TransformerEncoder(config.generator_config(), embeddings=shared, name=name,
+                              **causal)
+
+  networks = {"discriminator": discriminator}
+  if objective.two_tower:
+    networks["generator_towers"] = (separate("generator_ltr", ltr=True),
+                                    separate("generator_rtl", rtl=True))
+  elif config.uniform_generator:
+    networks["generator"] = None
+  elif objective.has_discriminator and config.untied_generator:
+    networks["generator"] = separate("generator")
+  else:
+    networks["generator"] = discriminator
+  return networks
 
 
 def build_model(config: PretrainingConfig,
                 special_ids: Optional[SpecialIds] = None) -> ElectraPretrainer:
-  """The generator and discriminator of `config`, with every variable built
-  under its official name (construct it eagerly, outside name scopes).
-
-  As official: a separate generator (scope `generator`, or Electric's towers
-  `generator_ltr` / `generator_rtl` with two_tower_generator) when
-  electra_objective or electric_objective and untied_generator, none for
-  uniform_generator, else the discriminator itself generates (a tied
-  generator, or the masked LM of a BERT run).  `special_ids` are needed only
-  to compute a two-tower generator's cloze loss.
-  """
-  separate = (config.has_discriminator and config.untied_generator
-              and not config.uniform_generator)
-  return ElectraPretrainer(
-      config.encoder_config(), config.effective_embedding_size,
-      generator_config=config.generator_config() if separate else None,
-      objective=objective(config), uniform_generator=config.uniform_generator,
-      untied_generator_embeddings=config.untied_generator_embeddings,
-      two_tower_generator=config.two_tower_generator, special_ids=special_ids)
+  """The pretrainer of `config`, with every variable built under its
+  official name (construct it eagerly, outside name scopes).  `special_ids`
+  are needed only by an objective whose `needs_special_ids` (the two-tower
+  generator's cloze loss)."""
+  objective_ = objective(config)
+  return ElectraPretrainer(objective=objective_, special_ids=special_ids,
+                           **build_networks(config, objective_))
