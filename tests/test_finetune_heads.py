@@ -142,7 +142,7 @@ def qa_numpy(w, sequence, features, joint, training, beam):
                                             (True, True), (True, False)])
 def test_qa_head_matches_official_formulas(joint, training):
   config = qa_config(joint_prediction=joint)
-  head = qa.QAHead("squad", config)
+  head = qa.QAHead.for_config("squad", config)
   enc = encoder_outputs(4)
   features = qa_features()
   out = head(enc, features, training=training)
@@ -193,13 +193,13 @@ def test_qa_head_matches_official_formulas(joint, training):
 
 
 def test_qa_head_without_answerable_classifier():
-  head = qa.QAHead("squad", qa_config(answerable_classifier=False, joint_prediction=False))
+  head = qa.QAHead.for_config("squad", qa_config(answerable_classifier=False, joint_prediction=False))
   out = head(encoder_outputs(5), qa_features(), training=True)
   assert [v.name for v in head.weights] == [
       "task_specific/squad/dense/kernel:0", "task_specific/squad/dense/bias:0",
       "task_specific/squad/dense_1/kernel:0", "task_specific/squad/dense_1/bias:0"]
   np.testing.assert_array_equal(out["answerable_logit"], np.zeros(B))
-  head = qa.QAHead("squad", qa_config(answerable_uses_start_logits=False))
+  head = qa.QAHead.for_config("squad", qa_config(answerable_uses_start_logits=False))
   head(encoder_outputs(5), qa_features(), training=True)
   assert head.weights[-2].name == "task_specific/squad/dense_2/kernel:0"
   assert head.weights[-2].shape == (H, 1)

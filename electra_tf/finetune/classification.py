@@ -312,8 +312,12 @@ class ClassificationHead(TaskHead):
 
   def __init__(self, task_name: str, num_labels: int, **kwargs):
     super().__init__(task_name, **kwargs)
+    self.num_labels = num_labels
     self.dropout = dropout.Dropout(0.1)
     self.dense = dense(num_labels, "dense")
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
 
   def call(self, encoder_outputs, features, training=False):
     pooled = self.dropout(encoder_outputs["pooled_output"], training=training)

@@ -351,7 +351,7 @@ class QATask(Task):
 
   # -------------------------------------------------------------- the head
   def build_head(self) -> TaskHead:
-    return QAHead(self.name, self.config)
+    return QAHead.for_config(self.name, self.config)
 
   # ----------------------------------------------------------- evaluation
   def evaluate(self, examples: Sequence[QAExample], features: QAFeatures,
@@ -467,13 +467,19 @@ class QAHead(TaskHead):
   [B, K, K] with K = beam_size.
   """
 
-  def __init__(self, task_name: str, config: FinetuningConfig, **kwargs):
+  # Its constructor arguments: FinetuningConfig fields of the same names.
+  OPTIONS = ("joint_prediction", "beam_size", "answerable_classifier",
+             "answerable_uses_start_logits", "answerable_weight")
+
+  def __init__(self, task_name: str, joint_prediction: bool, beam_size: int,
+               answerable_classifier: bool, answerable_uses_start_logits: bool,
+               answerable_weight: float, **kwargs):
     super().__init__(task_name, **kwargs)
-    self.joint_prediction = config.joint_prediction
-    self.beam_size = config.beam_size
-    self.answerable_classifier = config.answerable_classifier
-    self.answerable_uses_start_logits = config.answerable_uses_start_logits
-    self.answerable_weight = config.answerable_weight
+    self.joint_prediction = joint_prediction
+    self.beam_size = beam_size
+    self.answerable_classifier = answerable_classifier
+    self.answerable_uses_start_logits = answerable_uses_start_logits
+    self.answerable_weight = answerable_weight
     gelu = lambda x: tf.nn.gelu(x, approximate=False)
     # Official creation order and names (tf.layers numbering).
     self.start_dense = dense(1, "dense")
@@ -486,6 +492,14 @@ class QAHead(TaskHead):
         self.answerable_dense = dense(1, "dense_3")
       else:
         self.answerable_dense = dense(1, "dense_2")
+
+  @classmethod
+  def for_config(cls, task_name: str, config: FinetuningConfig) -> "QAHead":
+    return cls(task_name, **{option: getattr(config, option) for option in cls.OPTIONS})
+
+  def get_config(self):
+    return {**super().get_config(),
+            **{option: getattr(self, option) for option in self.OPTIONS}}
 
   def build(self, input_shape):
     if self.joint_prediction:

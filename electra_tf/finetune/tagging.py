@@ -362,7 +362,11 @@ class TaggingHead(TaskHead):
 
   def __init__(self, task_name: str, num_labels: int, **kwargs):
     super().__init__(task_name, **kwargs)
+    self.num_labels = num_labels
     self.dense = dense(num_labels, "dense")
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
 
   def call(self, encoder_outputs, features, training=False):
     word_vectors = tf.gather(encoder_outputs["sequence_output"],

@@ -88,6 +88,11 @@ class TaskHead(keras.layers.Layer):
     super().__init__(name=f"task_specific/{task_name}", **kwargs)
     self.task_name = task_name
 
+  def get_config(self) -> Dict[str, Any]:
+    config = {**super().get_config(), "task_name": self.task_name}
+    del config["name"]  # derived from task_name
+    return config
+
   def feature(self, features: Mapping[str, Any], key: str):
     return features[f"{self.task_name}_{key}"]
 

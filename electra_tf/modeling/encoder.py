@@ -107,6 +107,12 @@ def _layer_norm_last_axis(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
   return output, grad
 
 
+def _from_model_config(cls: type, config: Dict[str, Any]) -> keras.layers.Layer:
+  """`cls` rebuilt from a `get_config` whose "config" is a ModelConfig dict."""
+  config = dict(config)
+  return cls(ModelConfig.from_dict(config.pop("config")), **config)
+
+
 class LayerNorm(keras.layers.LayerNormalization):
   """Official LayerNorm over the last axis (epsilon 1e-12, gamma and beta).
 
@@ -166,6 +172,13 @@ class EmbeddingLayer(keras.layers.Layer):
         initializer=truncated_normal(self.initializer_range))
     super().build(input_shape)
 
+  def get_config(self) -> Dict[str, Any]:
+    return {**super().get_config(), "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "type_vocab_size": self.type_vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "initializer_range": self.initializer_range}
+
   def call(self, input_ids: Optional[tf.Tensor], segment_ids: tf.Tensor,
            word_embeddings: Optional[tf.Tensor] = None) -> tf.Tensor:
     """[B, S] ids -> [B, S, E] LayerNorm(word + token type + position).
@@ -203,6 +216,7 @@ class TransformerLayer(keras.layers.Layer):
 
   def __init__(self, config: ModelConfig, name: str, **kwargs: Any):
     super().__init__(name=name, **kwargs)
+    self.config = config
     self.num_heads = config.num_attention_heads
     self.head_size = config.hidden_size // config.num_attention_heads
     hidden = config.hidden_size
@@ -223,6 +237,13 @@ class TransformerLayer(keras.layers.Layer):
     self.output_dense = dense(hidden, "dense")
     self.output_layer_norm = LayerNorm()
     self.hidden_dropout = dropout.Dropout(config.hidden_dropout_prob)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {**super().get_config(), "config": self.config.to_dict()}
+
+  @classmethod
+  def from_config(cls, config: Dict[str, Any]):
+    return _from_model_config(cls, config)
 
   def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
     """[B, S, H] -> [B, heads, S, head_size]."""
@@ -323,6 +344,17 @@ class TransformerEncoder(keras.layers.Layer):
     # their official names whoever calls the encoder first.
     ids = tf.zeros([1, 1], tf.int32)
     self(ids, tf.ones_like(ids), ids)
+
+  def get_config(self) -> Dict[str, Any]:
+    """A shared `embeddings` layer is recorded by its width only: an encoder
+    rebuilt from this config owns its embedding tables."""
+    return {**super().get_config(), "config": self.config.to_dict(),
+            "embedding_size": self.embeddings.embedding_size,
+            "ltr": self.ltr, "rtl": self.rtl}
+
+  @classmethod
+  def from_config(cls, config: Dict[str, Any]):
+    return _from_model_config(cls, config)
 
   @property
   def embedding_table(self) -> tf.Variable:

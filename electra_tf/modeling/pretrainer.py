@@ -189,6 +189,8 @@ class MaskedLMHead(keras.layers.Layer):
                **kwargs: Any):
     super().__init__(name=name, **kwargs)
     self.embeddings = embeddings
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
     self.dense = keras.layers.Dense(
         embeddings.embedding_size, activation=encoder_lib.get_activation(hidden_act),
         kernel_initializer=encoder_lib.truncated_normal(initializer_range),
@@ -201,6 +203,20 @@ class MaskedLMHead(keras.layers.Layer):
         "output_bias", shape=[self.embeddings.vocab_size], initializer="zeros",
         experimental_autocast=False)
     super().build(input_shape)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {**super().get_config(), "embeddings": self.embeddings.get_config(),
+            "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
+
+  @classmethod
+  def from_config(cls, config: Dict[str, Any]) -> "MaskedLMHead":
+    """The rebuilt head owns its embedding layer, built here (its variables
+    named as a standalone layer's), not shared with an encoder."""
+    config = dict(config)
+    embeddings = encoder_lib.EmbeddingLayer.from_config(config.pop("embeddings"))
+    ids = tf.zeros([1, 1], tf.int32)
+    embeddings(ids, ids)
+    return cls(embeddings, **config)
 
   def call(self, sequence_output: tf.Tensor,
            positions: Optional[tf.Tensor] = None) -> tf.Tensor:
@@ -227,11 +243,18 @@ class DiscriminatorHead(keras.layers.Layer):
   def __init__(self, hidden_size: int, hidden_act: str, initializer_range: float,
                name: str = "discriminator_predictions", **kwargs: Any):
     super().__init__(name=name, **kwargs)
+    self.hidden_size = hidden_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
     self.dense = keras.layers.Dense(
         hidden_size, activation=encoder_lib.get_activation(hidden_act),
         kernel_initializer=encoder_lib.truncated_normal(initializer_range),
         name="dense")
     self.dense_1 = keras.layers.Dense(1, name="dense_1")
+
+  def get_config(self) -> Dict[str, Any]:
+    return {**super().get_config(), "hidden_size": self.hidden_size,
+            "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
 
   def call(self, sequence_output: tf.Tensor) -> tf.Tensor:
     logits = self.dense_1(self.dense(sequence_output))
