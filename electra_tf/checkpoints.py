@@ -1,24 +1,12 @@
 """Reading and writing model weights in the project and official layouts.
 
-The name map: every model variable is named after its official TF1 variable
-(`electra/encoder/layer_0/attention/self/query/kernel:0` holds the official
-`electra/encoder/layer_0/attention/self/query/kernel`), so one rule,
-`official_name`, maps both ways.  Two checkpoint formats are read:
-
-* official: a TF1 name-based checkpoint (tf.compat.v1.train.Saver), as in
-  Google's released electra_small / base / large.  Keys are official names;
-  optimizer state (`global_step`, `*/adam_m`, `*/adam_v`) is ignored.
-* project: an object-based `tf.train.Checkpoint` whose `model` entry
-  (`MODEL_KEY`) is the `ElectraPretrainer`, as written by
-  `python -m electra_tf.convert` and by the pre-training job
-  (`tf.train.Checkpoint(model=pretrainer, optimizer=...)`).  Variables are
-  found through the full names its object graph records.
-
-`restore_from_checkpoint` is strict: a model variable absent from the
-checkpoint, a checkpoint variable under one of the model's top-level scopes
-that the model lacks, or a shape mismatch is a one-line `CheckpointError`.
-Checkpoint variables under other scopes (e.g. `generator/...` when loading
-the discriminator alone for fine-tuning) are left out and reported.
+Every model variable is named after its official TF1 variable, so one rule,
+`official_name`, maps both ways.  Two formats are read: official TF1
+name-based checkpoints (Google's released models; optimizer state ignored)
+and project `tf.train.Checkpoint`s whose `model` entry (`MODEL_KEY`) is the
+`ElectraPretrainer` (pre-training, `convert`), found through the names its
+object graph records.  `restore_from_checkpoint` is strict (docs/
+faithfulness.md, "Model, Google checkpoints and export").
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Choosing a tf.distribute strategy from a flag, and the helpers around it.
 
 `--strategy=auto` picks TPUStrategy when a TPU address is given, else
-MirroredStrategy over all local GPUs, else the one CPU device.
-MultiWorkerMirroredStrategy reads the cluster from the TF_CONFIG environment
-variable (see the README, "Several hosts").
-
-Start-up order: a job creates its strategy (`create_job_strategy`) before any
-other TensorFlow op.  The strategy configures TensorFlow's runtime, which is
-only possible before the first op starts it: MultiWorkerMirroredStrategy sets
-up collective ops and the cluster's coordination service, TPUStrategy
-connects to the TPU cluster and initializes the TPU system (TensorFlow's TPU
-guide: connect, initialize, then create the strategy), and logical devices
-(`CPU_DEVICES_ENV`) are set here too.  Checks of the job's inputs that need
-no TensorFlow op run before it, those that read with TensorFlow right after.
-
-Under MultiWorkerMirroredStrategy a worker that dies (kill -9, a lost host)
-stops sending heartbeats to the coordination service, which aborts the
-other workers' collectives after its heartbeat timeout (about 10 to 20 s
-with TensorFlow's defaults); `lost_worker_error` turns the resulting error
-into one line.
+MirroredStrategy over the local GPUs, else the CPU; MultiWorkerMirrored-
+Strategy reads the cluster from TF_CONFIG (README, "Several hosts").  A job
+creates its strategy (`create_job_strategy`) before any other TensorFlow op:
+the strategy configures the runtime (collectives, the coordination service,
+TPU initialization, the logical devices of `CPU_DEVICES_ENV`), which only
+works before the first op.  `lost_worker_error` turns the abort that follows
+a dead worker's missed heartbeats into one line (docs/operations.md).
 """
 
 from __future__ import annotations

@@ -1,34 +1,22 @@
 """ELECTRA's optimizer: Adam without bias correction plus decoupled weight decay.
 
-Reproduces the official `model/optimization.py` (`create_optimizer`,
-`AdamWeightDecayOptimizer`, `_get_layer_lrs`) as a Keras 2 optimizer that runs
-in a custom training loop, inside `tf.function` and under `tf.distribute`.
-
-Per variable `w` (any shape) with gradient `g` (same shape), after the
-gradients of all replicas are summed and the summed list is clipped to global
-norm 1.0 (the norm of the dense gradients, `clip_by_global_norm`; with
-`clip_per_replica`, each replica's list is clipped to norm 1.0 before the sum
-and the sum is not clipped again, as in the official TPU training):
+The official `model/optimization.py` (`create_optimizer`,
+`AdamWeightDecayOptimizer`, `_get_layer_lrs`) as a Keras 2 optimizer for a
+custom loop, tf.function and tf.distribute.  Per variable w with gradient g
+(the replicas' sum, clipped to global norm 1.0 by `clip_by_global_norm`):
 
   m = beta_1 * m + (1 - beta_1) * g
   v = beta_2 * v + (1 - beta_2) * g^2
   update = m / (sqrt(v) + epsilon) [+ weight_decay_rate * w]
   w = w - lr * multiplier(w) * update
 
-with beta_1 0.9, beta_2 0.999, epsilon 1e-6, no bias correction, the decay term
-left out for names containing `LayerNorm`, `layer_norm` or `bias`, and
-`multiplier(w)` 1 unless layer-wise decay is on (fine-tuning).  The rate `lr`
-is a scalar float32 schedule of the global step (`learning_rate_at`).  The
-slots `adam_m`/`adam_v` and the step counter `iterations` (int64 scalar) are
-optimizer variables, so `tf.train.Checkpoint(optimizer=...)` saves them.
-
-Mixed precision (`mixed_precision` "bfloat16" / "float16"): `dtype_policy`
-builds layers with float32 variables and 16-bit compute; for float16
-`with_loss_scaling` wraps the optimizer in a dynamic LossScaleOptimizer.  The
-train step (`train_loop.Trainer`) then scales the loss and unscales the
-gradients before `apply_gradients`, so the replica sum, the finiteness check
-(a step with inf/nan gradients is skipped and the scale halved) and the
-global-norm clipping all see true-scale float32 gradients.
+beta_1 0.9, beta_2 0.999, epsilon 1e-6, no bias correction; no decay for
+names containing `LayerNorm`, `layer_norm` or `bias`; `multiplier(w)` is the
+layer-wise decay (fine-tuning), else 1; lr is `learning_rate_at` the global
+step.  Slots `adam_m` / `adam_v` and `iterations` are checkpointed.  Mixed
+precision: `dtype_policy`, and `with_loss_scaling` for float16 (the train
+step unscales before the sum, the finiteness check and the clip).
+Details: docs/faithfulness.md.
 """
 
 import contextlib
@@ -288,9 +276,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 class Lamb(AdamWeightDecay):
   """LAMB (You et al. 2020) in place of Adam, all else AdamWeightDecay's.
 
-  The update of Model Garden's `official.modeling.optimization.lamb.LAMB`
-  (the LAMB of NVIDIA's and Model Garden's BERT/ELECTRA recipes), per
-  variable `w` with gradient `g` and k = the update's 1-based number:
+  Model Garden's `lamb.LAMB` update, k the update's 1-based number:
 
     m = beta_1 * m + (1 - beta_1) * g;  v = beta_2 * v + (1 - beta_2) * g^2
     update = (m / (1 - beta_1^k)) / (sqrt(v / (1 - beta_2^k)) + epsilon)
@@ -298,14 +284,9 @@ class Lamb(AdamWeightDecay):
     ratio = ||w|| / ||update|| (1 when either norm is 0)
     w = w - lr * multiplier(w) * ratio * update
 
-  with bias correction (LAMB has it; the official Adam does not), and both
-  the decay term and the trust ratio left out for the official exclusions
-  (`uses_weight_decay`), as Model Garden does when given that list.  The
-  official schedule, global-norm clip (or clip_per_replica), layer-wise
-  multipliers and the betas/epsilon are AdamWeightDecay's.  Model Garden's
-  class itself is a legacy Keras optimizer: it has neither this project's
-  true-norm clip nor layer-wise rates, so the update is written here and
-  checked against it (tests/test_big_batches.py).
+  Decay term and trust ratio skip the official exclusions
+  (`uses_weight_decay`).  Why written here rather than Model Garden's class,
+  and how it is checked: docs/big_batches.md ("LAMB").
   """
 
   def __init__(self, learning_rate: ElectraLearningRate, name: str = "LAMB", **kwargs):

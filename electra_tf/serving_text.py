@@ -1,31 +1,14 @@
 """Raw text in SavedModels: the project's tokenizer and featurizers as graph ops.
 
-Every export (pre-training, `python -m electra_tf.export`, fine-tuning) holds,
-beside its ids `serving_default`, a signature named `text` (TEXT_SIGNATURE)
-that takes tf.string tensors of shape [batch] and does in the graph what the
-Python pipeline does before the model:
-
-  * tokenization: `tokenization.FastBasicTokenizer` (cleaning, CJK spacing,
-    lower-casing as str.lower and accent stripping when the model was trained
-    so, punctuation splitting) and WordPiece (`tokenization.wordpieces`),
-    giving the word pieces of `FullTokenizer` exactly;
-  * packing `[CLS] A [SEP] (B [SEP])`, segment ids 0 for A and 1 for B, with
-    the fine-tuning featurizer's truncation (`truncated_pair_lengths`, i.e.
-    classification.truncate_seq_pair: the longer side loses its last pieces
-    first; a single text keeps its first max_seq_length - 2 pieces);
-  * padding to the longest row of the batch (not to max_seq_length).
-
-The vocab is the SavedModel asset `assets/vocab.txt` (one piece per line, the
-line number its id); a lookup table reads it when the SavedModel loads, so an
-export directory can be moved or copied anywhere.  The graph holds only
-TensorFlow and tensorflow-text ops (no Python functions): loading needs
-`import tensorflow_text` (which registers its ops) and TensorFlow Serving,
-which ships them, serves it.
-
-Inputs are checked in the graph; a call fails with an InvalidArgumentError
-whose message starts with the input's name when a string is not valid UTF-8
-(`check_utf8`) or when two inputs of one call differ in batch size
-(`check_same_batch`).  Empty strings are valid (no pieces).
+Every export holds, beside its ids `serving_default`, a `text` signature
+(TEXT_SIGNATURE) taking tf.string [batch] tensors: tokenization as
+`FullTokenizer` exactly (`tokenization.FastBasicTokenizer` and WordPiece),
+packing `[CLS] A [SEP] (B [SEP])` with the fine-tuning featurizer's
+truncation (`truncated_pair_lengths`), padding to the batch's longest row.
+The vocab is the asset `assets/vocab.txt`; the graph holds only TensorFlow
+and tensorflow-text ops.  Invalid UTF-8 (`check_utf8`) or inputs of
+different batch sizes (`check_same_batch`) fail the call with an
+InvalidArgumentError naming the input.  docs/serving.md, "Serving from text".
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
-"""Named moments at which a job can be made to freeze itself, for kill tests.
+"""Named moments at which a job freezes itself, for kill tests.
 
-A test that kills a job "while it saves a checkpoint" must not depend on how
-fast the machine is: polling for a temporary file misses a save that is over
-in a millisecond, and catches a slow one.  Instead the job is started with
+A job started with ELECTRA_TF_STOP_AT=<point>[:<n>] sends itself SIGSTOP the
+n-th time (default 1) it reaches `<point>`; the test waits for the stop
+(`wait_until_stopped`) and kills it exactly there, however fast the machine.
+The points:
 
-    ELECTRA_TF_STOP_AT=<point>[:<n>]
-
-and sends itself SIGSTOP the n-th time (default: the first) it reaches
-`<point>`; the test waits until the process is stopped (`wait_until_stopped`)
-and kills it there, exactly in the act.  The points:
-
-  checkpoint_written  a training checkpoint's files are complete and the
-                      `checkpoint` state file does not name them yet
-  tfrecords_writing   the TFRecord builder has written a chunk's examples
-                      into its hidden `.partial` files, none is renamed yet
-  tfrecords_checkpoint the TFRecord builder has noted its progress (the
-                      records flushed, the build record replaced)
-  tfrecords_finishing the TFRecord builder has joined and renamed one
-                      output file, the others not yet
-  eval_batch          the pre-training eval has run its first batch, no
-                      result is written yet
-  export_written      a SavedModel is complete in its temporary directory,
-                      not yet renamed to the export directory
-  step_logged         a training loop has logged a step (every log_every)
-
-Without the variable (every real run) `reached` only reads a dict.
+  checkpoint_written    a checkpoint's files complete, the state file not yet
+  tfrecords_writing     a chunk written to the `.partial` files, none renamed
+  tfrecords_checkpoint  the TFRecord build's progress noted
+  tfrecords_finishing   one output file joined and renamed, the others not
+  eval_batch            the pre-training eval's first batch run, no result yet
+  export_written        a SavedModel complete in its temporary directory
+  step_logged           a training loop logged a step
+Without the variable `reached` only reads a dict.
 """
 
 from __future__ import annotations

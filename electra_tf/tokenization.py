@@ -1,28 +1,19 @@
 """BERT WordPiece tokenization as the official ELECTRA `model/tokenization.py`.
 
-Pipeline (identical in both tokenizers):
-  1. drop NUL, U+FFFD and control characters (Unicode category C*, except
-     tab/newline/carriage return); map whitespace to a space;
-  2. put spaces around CJK ideographs;
-  3. split on whitespace; if `do_lower_case`: lower-case each word and, if
-     also `strip_accents`, NFD-decompose it and drop non-spacing marks (Mn).
-     As in the official code, accents are stripped only when lower-casing;
-  4. split off every punctuation character (ASCII non-alphanumerics and
-     category P*);
-  5. greedy longest-match-first WordPiece; a word longer than 200 characters
-     or with an unmatched remainder becomes a single [UNK].
+Pipeline (identical in both tokenizers): drop NUL, U+FFFD and control
+characters, whitespace to a space; spaces around CJK ideographs; split on
+whitespace; with `do_lower_case`, lower-case and (with `strip_accents`)
+strip accents (NFD, drop Mn) -- official: accents are stripped only when
+lower-casing; split off punctuation (ASCII non-alphanumerics and P*);
+greedy longest-match-first WordPiece, a word over 200 characters or with an
+unmatched remainder -> one [UNK].
 
-`FullTokenizer` is the pure-Python reference (`tokenize(text) -> [str]`),
-for code that needs word pieces of single texts. `FastTokenizer` runs the
-same pipeline with tensorflow-text on batches of lines, string [B] -> ragged
-int64 ids [B, (tokens)], returned as `tokenize_to_ids([line, ...]) ->
-[[id, ...], ...]`, for bulk work. Its character classes and lower-case
-tables are taken from Python's `str.lower` and `unicodedata`, so both
-tokenizers see the same Unicode version; the context-dependent final sigma
-and the two-character lower case of U+0130 are done as `str.lower` does them.
-`FastBasicTokenizer.split_words` is steps 1-4 alone: string [B] -> ragged
-words [B, (words)]; `wordpieces` is step 5 on such words. Both are graph ops
-only (no Python), so SavedModels can hold them (electra_tf.serving_text).
+`FullTokenizer` is the pure-Python reference (`tokenize(text) -> [str]`).
+`FastTokenizer` runs the same pipeline with tensorflow-text on batches
+(`tokenize_to_ids([line, ...]) -> [[id, ...], ...]`), its character tables
+taken from Python's `str.lower` and `unicodedata` so both see one Unicode
+version.  `FastBasicTokenizer.split_words` (string [B] -> ragged words) and
+`wordpieces` are graph ops only, so SavedModels can hold them.
 """
 
 from __future__ import annotations

@@ -1,70 +1,25 @@
 """The train step and the step loop, written once for both jobs.
 
-`Trainer` holds what a training job builds under its tf.distribute strategy
-(the model and the optimizer, with the mixed-precision dtype policy and, for
-float16, dynamic loss scaling) and runs THE train step: the job supplies only
-its loss function
+`Trainer` holds the model and optimizer built under a tf.distribute strategy
+(dtype policy; dynamic loss scaling for float16) and runs the train step on
+the job's loss function `loss_fn(batch, step[, part]) -> (loss, logged)`:
+`loss` a float32 scalar whose SUM over replicas is the global loss, `logged`
+a dict of float32 scalars (summed over replicas).  Dropout is seeded by
+(seed, step, replica), so a resumed run continues exactly.
 
-    loss_fn(batch, step) -> (loss, logged)
+With `gradient_accumulation_steps` N > 1 each replica batch [B, ...] runs as
+N micro-batches [B/N, ...]; `part` (`BatchPart`) locates the micro-batch in
+the whole batch so the N losses SUM to the big batch's and the summed
+float32 gradients are applied once.  `replica_sums_fn(replica_batch)` is
+all-reduced once per step into `BatchPart.global_sums`.  Under XLA only the
+per-replica part is compiled; every cross-replica reduction stays outside
+(docs/performance.md, "Strategies, precision and XLA").
 
-for one replica's batch: `loss` the float32 scalar to differentiate (its SUM
-over replicas must be the global loss) and `logged` a dict of float32
-scalars to log (summed over replicas too).  The step takes the gradient
-under seeded dropout (`modeling.dropout`: masks from (seed, step, replica),
-so a resumed run continues exactly), scales and unscales it for float16,
-checks it is finite, and applies it.
-
-Gradient accumulation (`gradient_accumulation_steps` N > 1): the step splits
-each replica's batch [B, ...] into N micro-batches [B/N, ...] and calls
-
-    loss_fn(micro_batch, step, part)
-
-once per micro-batch (`BatchPart`: the whole replica batch and the
-micro-batch's first row in it), so that the job can normalise by the whole
-batch and draw each row's noise from its row in the whole batch: the N
-losses then SUM to the big batch's loss, and their summed gradients
-(float32, kept between micro-batches) are applied once, so the clip, the
-learning rate and the step counter are those of one step of batch B.
-Dropout masks of micro-batch k come from (seed, step, replica, k): the same
-distribution as the big batch's, not the same draw (docs/big_batches.md).
-A step is indivisible (checkpoints are written between steps), so a resumed
-run never starts inside an accumulation.  With N = 1 the step is the plain
-one, `part` the whole batch from row 0.
-
-Cross-replica sums the loss needs (the global batch's loss denominators)
-come from an optional `replica_sums_fn(replica_batch)`: the step all-reduces
-it once per step and hands the sum to every loss_fn call as
-`BatchPart.global_sums`.
-
-XLA (`jit_compile`): the step compiles the per-replica part, forward and
-backward over the (micro-)batches, and keeps every cross-replica reduction
-outside the compiled function: the replica_sums_fn all-reduce before it, the
-gradient all-reduce of `apply_gradients` after it.  TensorFlow cannot call a
-cross-replica reduction (a `merge_call`) from a function compiled inside
-`strategy.run` under MirroredStrategy or MultiWorkerMirroredStrategy on CPUs;
-so the same step runs under every strategy.  Under TPUStrategy the whole
-`strategy.run` is compiled by XLA anyway and no inner function is compiled.
-
-`make_step_loop` runs the step for a number of steps inside one tf.function
-(the official iterations_per_loop) and stops at the first faulty step;
-`train_to_end` drives those calls from the restored step to the last one,
-logging, writing TensorBoard scalars and saving checkpoints at their
-boundaries:
-
-  * a faulty step stops the job with a `TrainingError` naming that step; no
-    checkpoint is written after the fault, so the last good one stays the
-    latest (float16 loss scaling is different: a step whose gradients
-    overflow is skipped by the optimizer and is not a fault);
-  * running out of device memory (`tf.errors.ResourceExhaustedError`) is a
-    one-line `TrainingError` naming the hparams that lower memory;
-  * a checkpoint that cannot be written (full disk, unwritable directory)
-    is a one-line `CheckpointError`, the previous checkpoint intact;
-  * SIGTERM (what a preempted cloud VM or a TPU maintenance event sends) or
-    SIGINT (Ctrl-C) stops the run at the next loop boundary (at most
-    log_every / iterations_per_loop steps later) with a checkpoint at that
-    step: `Preempted` is raised, and rerunning the command resumes exactly
-    there.  Under MultiWorkerMirroredStrategy a signal to any worker stops
-    every worker at the same step (the decision is all-reduced).
+`make_step_loop` runs steps inside one tf.function and stops at the first
+faulty step; `train_to_end` logs, writes scalars and checkpoints, turns a
+fault, out-of-memory or an unwritable checkpoint into a one-line error and
+SIGTERM / SIGINT into a checkpoint and `Preempted` (docs/operations.md,
+docs/big_batches.md).
 """
 
 from __future__ import annotations
@@ -311,22 +266,18 @@ class Trainer:
   Args:
     strategy: the tf.distribute strategy everything is built under.
     build_model: () -> the Keras model (built, variables named).
-    build_optimizer: model -> its optimizer; None for a job that only
-      evaluates or exports.
-    seed: seeds the initial weights (Keras initialisers without their own
-      seed draw from Python's `random`, so every generator is seeded) and
-      the dropout masks.
-    mixed_precision: None (float32), "bfloat16" or "float16" (with dynamic
-      loss scaling); variables stay float32.
-    jit_compile: XLA-compile the per-replica forward and backward pass
-      (module docstring: cross-replica reductions stay outside; implicit on
-      TPUs).
-    gradient_accumulation_steps: micro-batches per replica batch (module
-      doc); it must divide the per-replica batch.
+    build_optimizer: model -> its optimizer; None to evaluate or export only.
+    seed: seeds the initial weights (every generator Keras initialisers draw
+      from) and the dropout masks.
+    mixed_precision: None (float32), "bfloat16" or "float16" (dynamic loss
+      scaling); variables stay float32.
+    jit_compile: XLA-compile the per-replica forward and backward pass.
+    gradient_accumulation_steps: micro-batches per replica batch (it must
+      divide the per-replica batch).
 
-  `checkpoint` is `tf.train.Checkpoint(model=..., optimizer=...)`, the layout
-  of every training checkpoint of the project; pre-training checkpoints also
-  hold the input pipeline's position (INPUT_KEY, see `train`).
+  `checkpoint` is `tf.train.Checkpoint(model=..., optimizer=...)`, every
+  training checkpoint's layout (pre-training adds the input position,
+  INPUT_KEY).
   """
 
   def __init__(self, strategy: tf.distribute.Strategy,

@@ -1,29 +1,14 @@
 """The single source of every fine-tuning hyperparameter.
 
-`FinetuningConfig` carries the official `configure_finetuning.FinetuningConfig`
-names and defaults, so an official `--hparams` JSON loads unchanged.  It is
-built once at an entry point (`FinetuningConfig.create`) and passed down as a
-value.
-
-Resolution order (as official):
-  1. defaults below;
-  2. the user's hparams (and the flags that share an hparam's name, which win
-     over hparams: --task_names, --model_size, --model_dir, --init_checkpoint);
-  3. single-task defaults, each task class's `single_task_defaults` over 3
-     epochs: rte/sts train 10 epochs, SQuAD and the MRQA tasks named "...qa"
-     2 epochs at max_seq_length 512 (and no test outputs; as official,
-     `naturalqs` does not match and gets 3 epochs at 128), chunk
-     max_seq_length 256, ner do_lower_case false (electra-tf);
-  4. model-size defaults: large uses learning_rate 5e-5 and layerwise_lr_decay
-     0.9, small uses embedding_size 128;
-  5. `debug` overrides;
-  6. the user's hparams (and flags) again, so that they win over 3-5.
-
-Locations follow the official layout under `data_dir`: raw data in
-`data_dir/finetuning_data/<task>/`, the pre-trained model in
-`data_dir/models/<model_name>/`.  Unlike the official code, the results go to
-`model_dir/results/` and the test predictions to `model_dir/test_predictions/`
-(the official code writes both beside the pre-trained model).
+`FinetuningConfig` carries the official `configure_finetuning` names and
+defaults (an official `--hparams` JSON loads unchanged), built once by
+`FinetuningConfig.create`.  Resolution, as official: defaults; the user's
+hparams and same-named flags; each task's `single_task_defaults`; model-size
+defaults; `debug` overrides; the user's values again, so they win.  The
+single-task and size defaults: docs/finetuning.md.  Data and the
+pre-trained model follow the official layout under `data_dir`; unlike the
+official code, results go to `model_dir/results/` and test predictions to
+`model_dir/test_predictions/`.
 """
 
 from __future__ import annotations

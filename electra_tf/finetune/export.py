@@ -1,46 +1,13 @@
-"""Exports a fine-tuned task model as a TensorFlow SavedModel.
+"""Exports a fine-tuned task model as a SavedModel (`--export_dir=DIR` -> DIR/<task>).
 
-`run_finetuning.py --export_dir=DIR` writes DIR/<task> for each task, with
-two signatures.  `serving_default` takes int32 `input_ids`, `input_mask`,
-`segment_ids` of shape [batch, seq] (featurized as for fine-tuning, any seq
-up to max_position_embeddings) and returns the task head's outputs in
-inference mode (no dropout):
-
-  classification (cola, sst, mrpc, qqp, mnli, qnli, rte):
-    logits         [batch, num_labels] float32  in the task's label order
-    probabilities  [batch, num_labels] float32  softmax of the logits
-  regression (sts):
-    predictions    [batch] float32      the score on the task's scale (0-5)
-  span QA (squadv1, squad, the MRQA tasks; one row per document window):
-    start_logits, end_logits [batch, seq] float32, answerable_logit [batch];
-    with joint_prediction also start_top_log_probs, start_top_index
-    [batch, beam_size] and end_top_log_probs, end_top_index [batch,
-    beam_size, beam_size] (seq must be at least beam_size)
-  tagging (chunk, ner; also takes `labeled_positions` int32 [batch, words],
-  the position of each word's first piece):
-    logits [batch, words, num_tags] float32, predictions [batch, words] int32
-
-The `text` signature (electra_tf.serving_text) takes tf.string [batch]
-tensors and featurizes them in the graph exactly as the fine-tuning
-featurizer (the task's max_seq_length, padding to the longest row):
-
-  classification: `text_a` (and `text_b` for the pair tasks: every one
-    whose class does not set `single_text`, i.e. all but cola and sst) -> logits, probabilities [batch, num_labels] float32 and
-    `label` [batch] string, the task's label (e.g. "entailment").  A row whose
-    text_b has no pieces (e.g. "") is featurized as a single text, as the
-    featurizer does.
-  regression: `text_a`, `text_b` -> `score` [batch] float32 (0-5).
-  span QA: `question`, `context` -> the evaluation's answer (qa_export.py).
-  tagging: `text` -> the words' tags (chunk) or the entities with their
-    character offsets (ner): tagging_export.py.
-
-Each task builds its own signature functions (`Task.serving_functions`);
-this module holds the classifier's and what every task's share.
-
-The SavedModel holds plain functions, variables and the vocab asset and
-loads with `tf.saved_model.load` after `import tensorflow_text`, without this
-project; it is written to a temporary directory and renamed
-(electra_tf.export).
+Two signatures: `serving_default` takes int32 input_ids, input_mask,
+segment_ids [batch, seq] (tagging also labeled_positions [batch, words]) and
+returns the head's inference outputs; `text` takes tf.string tensors and
+featurizes them in the graph as the fine-tuning featurizer does.  Each task
+builds its own signature functions (`Task.serving_functions`); this module
+holds the classifier's and what all tasks share.  Outputs per task kind:
+docs/serving.md.  The SavedModel loads with `tf.saved_model.load` after
+`import tensorflow_text`, without this project.
 """
 
 from __future__ import annotations

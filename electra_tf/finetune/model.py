@@ -1,23 +1,12 @@
-"""The fine-tuning model: one shared ELECTRA encoder and a head per task.
+"""The fine-tuning model (official `run_finetuning.FinetuningModel`): one shared
+encoder (scope `electra`) and a head `task_specific/<task>` per task.
 
-The official `run_finetuning.FinetuningModel`.  A batch of features (see
-task.py) holds rows of any of the model's tasks:
-
-  input_ids, input_mask, segment_ids  [B, S] int32
-  task_id                             [B]    int32  index in config.task_names
-                                                    (len(task_names) marks a
-                                                    padding row)
-  <task>_...                          the task's label features (zeros on rows
-                                      of other tasks)
-
-  encoder (scope `electra`)  -> sequence_output [B, S, H], pooled_output [B, H]
-  head `task_specific/<task>` per task -> {"loss": [B], task outputs...}
-
-Every head sees every row; the training loss (`multitask_loss`) keeps each
-row's loss under its own task only, summed over the batch, as official.
-Variables carry their official names (`electra/...`, `task_specific/...`):
-the encoder and the heads are built when the model is constructed, so
-construct it eagerly and outside any name scope (a strategy scope is fine).
+A batch holds rows of any task: input_ids, input_mask, segment_ids [B, S]
+int32, task_id [B] int32 (len(task_names) marks a padding row) and each
+task's label features (zeros on other tasks' rows).  Every head sees every
+row; `multitask_loss` keeps each row's loss under its own task, summed over
+the batch, as official.  The encoder and heads are built at construction
+(official names): construct eagerly, outside any name scope.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Result files of fine-tuning, all written atomically.
 
-In `config.results_dir` (model_dir/results):
-  <task>_<split>_metrics.json      one flat JSON object: the official metric
-                                   names and values plus "trial" (non-finite
-                                   values, e.g. a correlation of constant
-                                   predictions, are written as null)
-  <task>_<split>_predictions.tsv   header `index<TAB>prediction` (`id` for
-                                   SQuAD, keyed by question id), one row per
-                                   example in file order; tabs and line breaks
-                                   inside a prediction become spaces
-  <task>_<split>_<table>.tsv       a task's tables (EvalResult.tables; ner:
-                                   `entities`, precision, recall, F1 and
-                                   counts per entity type and mode)
-  <tasks>_results.txt / .pkl       the official results files: every trial so
-                                   far, one `task: metric: value - ...` line
-                                   per task and trial
-  <tasks>_qa/<task>_preds.json     official span-QA files (qa_preds_file ...):
-  <tasks>_qa/<task>_null_odds.json question id -> answer, SQuAD 2.0 also id
-  <tasks>_qa/<task>_eval.json      -> null odds and the v2.0 script's metrics
-
-With write_test_outputs, the official test files too (see
-`write_official_test_outputs`), in `config.test_predictions(task, split,
-trial)` = model_dir/test_predictions/<task>_<split>_<trial>_predictions.pkl.
+In `config.results_dir` (model_dir/results): <task>_<split>_metrics.json
+(flat JSON of the official metrics plus "trial", non-finite values as null),
+<task>_<split>_predictions.tsv (`index<TAB>prediction`, `id` for SQuAD;
+tabs and line breaks in a prediction become spaces), a task's tables
+(<task>_<split>_<table>.tsv), the official <tasks>_results.txt / .pkl
+(every trial so far) and span-QA <tasks>_qa/<task>_{preds,null_odds,eval}.json.
+With write_test_outputs, the official test files
+(`write_official_test_outputs`, in `config.test_predictions(...)`).
+The layout for users: docs/finetuning.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,16 @@
-"""Span-extraction QA (official qa_tasks): SQuAD 1.1 (`squadv1`), 2.0
-(`squad`) and the 2019 MRQA shared-task sets (`newsqa`, `naturalqs`,
-`triviaqa`, `searchqa`).
+"""Span-extraction QA (official qa_tasks): SQuAD 1.1 (`squadv1`), 2.0 (`squad`)
+and the MRQA sets (`newsqa`, `naturalqs`, `triviaqa`, `searchqa`).
 
-Reading: SQuAD `<split>.json` (`<split>-debug.json` in debug mode, as
-official); MRQA `<split>.jsonl` (the official name), else `<split>.jsonl.gz`
-(the MRQA release, gzipped), one context per line after a header line (the
-first 11 lines in debug mode, as official).  A context is split into
-whitespace-separated words; training examples keep the first gold answer as
-word positions (SQuAD: `answers[0]`; MRQA: the first character span of
-`detected_answers[0]`, with the length of its text, as official); answers
-that cannot be found in the context are skipped and counted, as official.
-SQuAD 2.0 training reads `is_impossible`.  Questions are keyed by SQuAD `id`
-or MRQA `qid`.
-
-Featurizing: [CLS] question [SEP] window [SEP], the question cut to
-max_query_length word pieces, the document cut into windows of
-max_seq_length - len(question) - 3 word pieces that start doc_stride pieces
-apart.  Per feature row:
+Features: [CLS] question [SEP] window [SEP] (question cut to
+max_query_length pieces, windows doc_stride pieces apart).  Per row:
   <task>_eid              [N] int32  1000 * example id + window index
   <task>_start_positions  [N] int32  answer start in the row (0 = [CLS] when
-  <task>_end_positions    [N] int32  the window misses the answer); training
+  <task>_end_positions    [N] int32  the window misses it); training only
   <task>_is_impossible    [N] int32  SQuAD 2.0 unanswerable; training only
-Each row also keeps (outside the arrays) its tokens, the map from token
-position to document word, and whether the row is the window with the most
-context for each token.
-
-Head (`task_specific/<task>/`): start logits `dense`; with joint_prediction
-(default) the end logits come from `qa_hidden` (dense 512, gelu) applied to
-[start token vector; token vector] and `dense_1`, conditioned on the gold
-start in training and on each of the beam_size best starts otherwise;
-without it `dense_1` on the token vectors.  Positions outside the document
-window (except [CLS]) get -1000.  Loss: mean of start and end cross-entropy,
-plus answerable_weight * sigmoid cross-entropy of the answerable classifier
-(`dense_2`, `dense_3`), which the official code adds for SQuAD 1.1 too.
-
-Evaluating: the official n-best search over windows (max_answer_length,
-n_best_size, max-context windows only), the text projected back onto the
-original words, then the official EM/F1 of the SQuAD 1.1, SQuAD 2.0 or MRQA
-evaluation script (SQuAD 2.0: a question is predicted unanswerable when its
-null score exceeds qa_na_threshold; MRQA: the gold answers are `answers`).
+Head: `QAHead`.  Evaluation: the official n-best search over max-context
+windows, then the official SQuAD 1.1 / 2.0 or MRQA EM/F1.  Reading rules and
+official quirks (skipped answers, debug splits, the answerable classifier
+on SQuAD 1.1 too): docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -61,7 +33,7 @@ from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
 
-_MASK_PENALTY = 1000.0
+_MASK_PENALTY = 1000.0  # official: logits outside the window (but [CLS]) get -1000
 _MRQA_DEBUG_LINES = 11  # official debug mode: lines 0-10, header included
 
 
@@ -458,7 +430,7 @@ class QATask(Task):
 
 
 class QAHead(TaskHead):
-  """Span start/end logits and the answerable classifier (module docstring).
+  """Span start/end logits and the answerable classifier (docs/finetuning.md).
 
   Outputs: loss [B], start_logits [B, S], end_logits [B, S] (zeros when the
   joint head is not training), answerable_logit [B] (zeros without the
@@ -572,6 +544,7 @@ class QAHead(TaskHead):
             tf.concat([representation, start_vector], -1))
       answerable_logit = tf.squeeze(
           tf.cast(self.answerable_dense(representation), tf.float32), -1)
+      # Official: added whenever the classifier is on, for SQuAD 1.1 too.
       loss += self.answerable_weight * tf.nn.sigmoid_cross_entropy_with_logits(
           labels=tf.cast(self.feature(features, "is_impossible"), tf.float32),
           logits=answerable_logit)

@@ -1,31 +1,11 @@
 """Span-QA exports: the evaluation's answer from a question and a context.
 
-For squadv1, squad (SQuAD 2.0) and the MRQA tasks, the `text` signature
-takes `question` and `context` (tf.string [batch], one example per row) and
-does in the graph what qa.py's featurizing and evaluation do (the steps:
-docs/serving.md, "Span-QA exports").
-
-Outputs:
-  answer        [batch] string   the prediction run_finetuning.py writes to
-                results/<task>_dev_predictions.tsv: the span's text, "empty"
-                when no candidate qualifies (as official), SQuAD 2.0: "" when
-                predicted unanswerable
-  answer_start, answer_end  [batch] int32  character offsets [start, end) of
-                the best span in context (-1 without one); context[start:end]
-                is its text, except that whitespace between words is one
-                space in `answer`
-  score         [batch] float32  the best span's start + end score (0 without)
-  SQuAD 2.0 also:
-  null_score    [batch] float32  the null odds compared with qa_na_threshold
-                (with answerable_classifier: the windows' smallest
-                answerable logit; else their smallest [CLS] score minus the
-                best span's)
-  no_answer     [batch] bool     null_score > qa_na_threshold
-
-A context without pieces (e.g. "") has no window and so no candidate:
-"empty", offsets -1, score 0 (2.0: null_score 1e6, no_answer, "").  A text
-that is not UTF-8, or question and context of different batch sizes, fail
-the call with an InvalidArgumentError naming the input (serving_text).
+For squadv1, squad and the MRQA tasks the `text` signature takes `question`
+and `context` (tf.string [batch]) and does in the graph what qa.py's
+featurizing and evaluation do, returning answer [batch] string,
+answer_start / answer_end [batch] int32 (character offsets, -1 without a
+span), score [batch] float32 and, for SQuAD 2.0, null_score and no_answer.
+Steps and outputs in full: docs/serving.md ("Span-QA exports").
 """
 
 from __future__ import annotations

@@ -261,9 +261,3 @@ def read_conll_sentences(path: str, max_sentences: Optional[int] = None
   if sentence:
     sentences.append(ConllSentence(*map(tuple, zip(*sentence))))
   return sentences
-
-
-def read_conll(path: str, max_sentences: Optional[int] = None
-               ) -> List[Tuple[Sequence[str], Sequence[str]]]:
-  """(words, tags) per sentence of `read_conll_sentences`."""
-  return [(s.words, s.tags) for s in read_conll_sentences(path, max_sentences)]

@@ -1,29 +1,15 @@
-"""Sequence tagging: the `TaggingTask` base, chunking (`chunk`) and
-named-entity recognition (`ner`).
+"""Sequence tagging: the `TaggingTask` base, chunking (`chunk`) and NER (`ner`).
 
-Reading: `DATA_DIR/finetuning_data/<task>/<split>.txt` in CoNLL format
-(readers.read_conll_sentences: one `WORD ... TAG` line per word, any number
-of columns, the tag last, a blank line between sentences, `-DOCSTART-` lines
-skipped).  The tags of a file are written in the task's `file_scheme`
-(spans.SCHEMES); the task's boundary rule (`span_rule`) reads them as spans,
-and the model learns the spans as BIOES tags (spans.encode), as the official
-tagging model does.
-
-Featurizing: [CLS] the word pieces of each word [SEP]; each word is labelled
-at its first piece, its other pieces are not labelled (official).  Per
-feature row (S = max_seq_length):
+CoNLL files (`readers.read_conll_sentences`) whose tags are in the task's
+`file_scheme` are read as spans by its `span_rule` and learned as BIOES tags
+(spans.encode), as the official tagging model does.  Features: [CLS] the
+pieces of each word [SEP], a word labelled at its first piece (official):
   <task>_labels             [N, S] int32    label id of word i at column i
   <task>_labels_mask        [N, S] float32  1 for the words that were kept
   <task>_labeled_positions  [N, S] int32    position of word i's first piece
-
-Head (`TaggingHead`): dense (`task_specific/<task>/dense`) over the labels at
-the labelled positions; loss = the sum of the words' softmax cross-entropies.
-Predictions: the predicted BIOES tags read by `span_rule`, written back in
-`file_scheme`, space-separated, one line per sentence.  Serving:
-finetune/tagging_export.py.
-
-Adding a tagging task is a subclass that names its data folder and scheme
-(see `NER`) and a line in the registry (finetune/config.py TASKS).
+Predictions: the predicted tags read by `span_rule`, written in
+`file_scheme`, one line per sentence.  A new tagging task is a subclass
+(see `NER`) and a registry line (finetune/config.py TASKS); docs/finetuning.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
 """Serving functions of the tagging tasks (finetune/tagging.py).
 
-`serving_default` (ids), every tagging task: int32 `input_ids`, `input_mask`,
-`segment_ids` [batch, seq] and `labeled_positions` [batch, words] (the
-position of each word's first piece) -> `logits` [batch, words, labels]
-float32 and `predictions` [batch, words] int32 (ids of the task's BIOES
-labels, in label order).
-
-`text`: tf.string `text` [batch] in, featurized in the graph as the task's
-featurizer does (its max_seq_length and way of cutting a sentence):
-
-  chunk: words are separated by whitespace ->
-    words [batch, words] string, tags [batch, words] string (the IOB2 chunk
-    tag of each word, as the predictions file; "" for padding and for the
-    words cut when the sentence exceeds max_seq_length, as the featurizer
-    cuts them), logits [batch, words, labels] float32 (0 where no tag).
-  ner (raw text): words are split as BERT's basic tokenizer splits text
-    (whitespace separates words; each punctuation or CJK character is a
-    word) ->
-    words [batch, words] string (as the text holds them), tags [batch,
-    words] string (each word's tag in the task's file scheme, as the
-    predictions file; the words cut at max_seq_length are O; "" pads),
-    entity_type, entity_text [batch, entities] string,
-    entity_start, entity_end [batch, entities] int64: character (code point)
-    offsets, text[start:end] is the entity, from its first word's first
-    character to its last word's last,
-    entity_score [batch, entities] float32: the mean over the entity's words
-    of the predicted tag's softmax probability.
-    Entities are in text order; padding "", -1, -1, 0.
-
-The predicted tags are read as spans by the task's rule (spans.LENIENT for
-ner, spans.CHUNK for chunk) and written in its file scheme through the
-tables of finetune/spans.py (`boundary_tables`, `prefix_table`), so the graph
-applies the rules the scorer applies.
+`serving_default`: int32 input_ids, input_mask, segment_ids [batch, seq] and
+labeled_positions [batch, words] -> logits [batch, words, labels] float32,
+predictions [batch, words] int32 (BIOES label ids).  `text`: tf.string
+`text` [batch], featurized in the graph as the task's featurizer does ->
+words and tags [batch, words] string (chunk: IOB2 tags, logits too; ner:
+tags in the file scheme and the entities with their character offsets and
+scores).  Outputs in full: docs/serving.md.  Tags are read as spans by the
+scorer's rule (spans.LENIENT for ner, spans.CHUNK for chunk) through the
+tables of finetune/spans.py, not a copy of the rules.
 """
 
 from __future__ import annotations

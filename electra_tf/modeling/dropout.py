@@ -1,33 +1,18 @@
 """Dropout whose masks are a function of an explicit seed.
 
-Keras' Dropout draws from stateful random ops whose state lives in the op
-kernels: a job restarted from a checkpoint starts that stream again, so a
-resumed run drops other units than the uninterrupted run would have, and the
-weights part ways after the first resumed step.  Here the train step names
-a seed for its model call,
+Keras' Dropout draws from op-kernel state that a restart resets, so a resumed
+run would drop other units.  Here the train step names a seed,
 
-    with dropout.seeded(seed):        # seed: int64 [2], e.g. (run seed, step)
+    with dropout.seeded(seed):        # int64 [2], e.g. (run seed, step)
       outputs = model(batch, training=True)
 
-and every `Dropout` layer called inside draws its mask from that seed folded
-with its call index (the order in which the layers are called, fixed when the
-function is traced).  The masks therefore depend only on (seed, step,
-replica): a run killed and resumed anywhere drops exactly the units of the
-uninterrupted run.  The official code uses tf.nn.dropout; the 1 / (1 - rate)
-scaling of kept units is the same, and so, to within 2^-17, is the drop
-probability (below); only the random stream differs.
-
-Each unit's draw is 16 random bits (`draw_keep_mask`), not the 32 bits behind
-a float uniform: the stateless Philox generator is most of dropout's cost on a
-CPU (most of it for the attention probabilities' masks), and halving its bits
-halves that.  A unit is dropped when its 16 bits, read as an integer, fall
-below round(rate * 2^16), so the drop probability is that over 2^16
-(0.1 -> 0.1000061).  Under bfloat16 this is closer to `rate` than a bfloat16
-uniform, which has 7 random bits (0.1 -> 13/128 = 0.1016).
-
-Outside a `seeded` block (e.g. a user's own training loop) `Dropout` falls
-back to stateful `tf.nn.dropout`, as Keras' layer does.  The seed is
-per-thread, so each MirroredStrategy replica (one thread each) uses its own.
+and each `Dropout` called inside draws its mask from that seed folded with
+its call index, so masks depend only on (seed, step, replica).  The 1 / (1 -
+rate) scaling is official; a unit is dropped when its 16 random bits fall
+below round(rate * 2^16) (half the Philox cost of a float uniform; drop
+probability 0.1000061 for 0.1, docs/faithfulness.md).  Outside `seeded`
+it falls back to stateful tf.nn.dropout.  The seed is per thread, so each
+MirroredStrategy replica uses its own.
 """
 
 from __future__ import annotations

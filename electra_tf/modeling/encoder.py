@@ -1,27 +1,15 @@
 """The ELECTRA / BERT Transformer encoder (official `modeling.BertModel`).
 
-A post-LayerNorm Transformer built from tf_keras layers:
+Post-LayerNorm: input_ids, segment_ids [B, S] int32 -> EmbeddingLayer (word
++ token-type + position, LayerNorm) [B, S, E] -> dropout and, when E != H,
+`embeddings_project` [B, S, H] -> num_hidden_layers x TransformerLayer ->
+sequence_output [B, S, H], pooled_output = the [CLS] vector [B, H].
 
-  input_ids, segment_ids [B, S] int32
-    -> EmbeddingLayer: word [V, E] + token-type [T, E] + position [P, E]
-       lookups, summed, LayerNorm (epsilon 1e-12)                -> [B, S, E]
-    -> dropout, `embeddings_project` Dense(H) when E != H        -> [B, S, H]
-    -> num_hidden_layers x TransformerLayer (self-attention masked by
-       input_mask, and causally for an `ltr` / `rtl` encoder; residual +
-       LayerNorm, gelu feed-forward of width intermediate_size, residual +
-       LayerNorm)                                                 -> [B, S, H]
-    -> pooled_output = the [CLS] (first) vector                   -> [B, H]
-
-Every variable carries its official TF1 name (`electra/embeddings/
-word_embeddings`, `electra/encoder/layer_0/attention/self/query/kernel`, ...):
-the layers and the name scopes inside `call` mirror the official variable
-scopes, and an encoder builds its variables as soon as it is constructed, so
-the names never depend on where it is first called.  Construct encoders
-eagerly and outside any name scope (any tf.distribute strategy scope is fine).
-
-Computation follows the layers' dtype policy; attention softmax and LayerNorm
-statistics are computed in float32.  Dropout is `modeling.dropout.Dropout`:
-its masks follow the seed the train step names (resume-exact training).
+Every variable carries its official TF1 name (`electra/encoder/layer_0/
+attention/self/query/kernel`, ...) from the layer names and the name scopes
+in `call`; an encoder builds its variables when constructed, so construct it
+eagerly and outside any name scope (a strategy scope is fine).  Attention
+softmax and LayerNorm statistics are float32 under any dtype policy.
 """
 
 from __future__ import annotations
@@ -288,32 +276,22 @@ class TransformerEncoder(keras.layers.Layer):
 
   Args:
     config: the model's `ModelConfig`.
-    embedding_size: width E of the embedding tables it creates (hidden size
-      when None); ignored when `embeddings` is given.
+    embedding_size: width E of its embedding tables (hidden size when None);
+      ignored when `embeddings` is given.
     embeddings: an `EmbeddingLayer` shared with another encoder (ELECTRA's
       generator uses the discriminator's).
-    name: the variable scope: `electra` for the discriminator (and for a tied
-      generator or plain BERT), `generator` for a separate generator,
-      `generator_ltr` / `generator_rtl` for Electric's two towers.
-    ltr, rtl: causal self-attention (official BertModel `ltr` / `rtl`): each
-      position attends only to itself and the positions before it (ltr,
-      left-to-right) or after it (rtl); at most one of them.
+    name: the variable scope (`electra`, `generator`, `generator_ltr`, ...).
+    ltr, rtl: causal self-attention to the positions before (ltr) or after
+      (rtl) each one, as official BertModel; at most one.
 
-  Called as `encoder(input_ids, input_mask, segment_ids, training=...)` with
-  int32 [B, S] tensors (S <= max_position_embeddings).  As the official
-  BertModel, two optional inputs replace part of the embedding block:
-  `input_embeddings` [B, S, E] replaces the word-embedding lookup (token-type
-  and position embeddings, LayerNorm and dropout still follow);
-  `input_reprs` [B, S, E or H] replaces the whole block's output (no
-  dropout; `embeddings_project` applies when its width is E != H).  With
-  either, `input_ids` may be None.  Returns a dict:
-    embeddings        [B, S, E]  LayerNorm output of the embedding block
-                                 (`input_reprs` when given)
-    embedding_output  [B, S, H]  input to the first layer (after projection)
-    encoder_outputs   list of num_hidden_layers [B, S, H] layer outputs
-    attention_probs   list of num_hidden_layers [B, heads, S, S]
-    sequence_output   [B, S, H]  the last layer's output
-    pooled_output     [B, H]     sequence_output[:, 0] (official: no pooler)
+  `encoder(input_ids, input_mask, segment_ids, training=..., input_embeddings=
+  None, input_reprs=None)`, int32 [B, S].  `input_embeddings` [B, S, E]
+  replaces the word lookup; `input_reprs` [B, S, E or H] the whole embedding
+  block (no dropout); with either, input_ids may be None.  Returns a dict:
+  embeddings [B, S, E], embedding_output [B, S, H], encoder_outputs and
+  attention_probs (lists over layers of [B, S, H] / [B, heads, S, S]),
+  sequence_output [B, S, H], pooled_output [B, H] (sequence_output[:, 0],
+  no pooler, as official).
   """
 
   def __init__(self, config: ModelConfig, embedding_size: Optional[int] = None,

@@ -1,29 +1,20 @@
 """Pre-training objectives: what each trains and how its losses add up.
 
-An objective is the settings of its losses (official hparams of these names)
-plus, per class: the networks and heads it needs (`has_discriminator`,
-`two_tower`, `noise_contrastive`), its outputs and losses on a batch given
-an `ElectraPretrainer` (`__call__`), the losses it logs (`loss_names`) and
-its NAMED loss denominators (`denominators`: name -> float32 scalar, the
-names in `denominator_names`):
-  masked_lm_weight  sum of masked_lm_weights (MLM loss)
-  input_mask        sum of input_mask (discriminator loss)
-  cloze_weight      sum of the cloze weights (two-tower cloze loss)
-Summed over replicas, they make the `loss_denominators` of a global batch.
+An objective holds its losses' settings (official hparams of these names)
+and says which networks it needs (`has_discriminator`, `two_tower`,
+`noise_contrastive`), computes outputs and losses given an
+`ElectraPretrainer` (`__call__`), and names its loss denominators
+(`denominators`, in `denominator_names` order): masked_lm_weight (sum of
+masked_lm_weights), input_mask (sum of input_mask), cloze_weight (sum of
+the cloze weights); summed over replicas they are a global batch's.
 
-  MaskedLM         electra_objective=false: BERT's MLM (dynamic masking, no
-                   NSP); total = gen_weight * mlm_loss
-  Electra          replaced-token detection (the default);
-                   total = gen_weight * mlm_loss + disc_weight * disc_loss
-  TwoTowerElectra  two_tower_generator with the ELECTRA objective: the
-                   generator is Electric's two-tower cloze model, trained on
-                   cloze_loss, which replaces mlm_loss in total
-  Electric         electric_objective (which sets two_tower_generator): as
-                   TwoTowerElectra, with the noise-contrastive discriminator
+  MaskedLM         electra_objective=false: BERT's MLM; gen_weight * mlm_loss
+  Electra          the default; + disc_weight * disc_loss
+  TwoTowerElectra  two_tower_generator: cloze_loss replaces mlm_loss
+  Electric         electric_objective: two towers, noise-contrastive discriminator
 
-`objective_class(hparams)` maps the official hparams to the class (REGISTRY,
-first match wins); a new objective is a class here and a REGISTRY line.
-Outputs are those `ElectraPretrainer` documents; every loss is float32.
+`objective_class(hparams)` maps the official hparams to a class (REGISTRY,
+first match wins); a new objective is a class and a REGISTRY line.
 """
 
 from __future__ import annotations

@@ -1,40 +1,18 @@
 """ELECTRA pre-training model: generator, discriminator, sampling and losses.
 
-The official `run_pretraining.PretrainingModel` as a tf_keras Model.  Shapes:
-B batch, S max_seq_length, N max_predictions_per_seq, V vocab, H discriminator
-hidden size, E embedding size.
+The official `run_pretraining.PretrainingModel` as a tf_keras Model, given
+its networks (`pretrain.model.build_model`) and an objective
+(`modeling/objectives.py`: ELECTRA, the masked LM alone, or Electric's
+two-tower cloze generator with a noise-contrastive discriminator, see
+docs/electric.md).  Shapes: B batch, S max_seq_length, N
+max_predictions_per_seq, V vocab, H hidden, E embedding size.  ELECTRA:
 
-  batch (masked by the data pipeline):
-    input_ids [B, S] int32 (with [MASK]s), input_mask [B, S] int32,
-    segment_ids [B, S] int32, masked_lm_positions [B, N] int32,
-    masked_lm_ids [B, N] int32, masked_lm_weights [B, N] float32
-  generator (scope `generator`, or the discriminator itself when tied)
-    -> `generator_predictions` head at the masked positions: Dense(E, gelu),
-       LayerNorm, logits against the word-embedding table + output_bias
-       -> mlm_logits [B, N, V]
-  sample of softmax(mlm_logits / temperature) (no gradient) -> sampled_ids
-  corrupted input: the original ids with the samples scattered at the masked
-    positions; discriminator label 1 only where the token changed
-  discriminator (scope `electra`) -> `discriminator_predictions` head
-    Dense(H, gelu), Dense(1) -> disc_logits [B, S]
+  masked batch -> generator -> `generator_predictions` at the N masked
+    positions -> mlm_logits [B, N, V]
+  samples of softmax(mlm_logits / temperature), no gradient, scattered into
+    the original ids -> corrupted ids [B, S], label 1 where a token changed
+  discriminator -> `discriminator_predictions` -> disc_logits [B, S]
   total_loss = gen_weight * MLM loss + disc_weight * discriminator loss
-
-The model is given its networks (built by `pretrain.model.build_model`) and
-an objective (`modeling/objectives.py`), which says which heads it needs and
-computes the outputs and losses: ELECTRA as above, the masked LM alone (the
-`electra` encoder with the MLM head only), or Electric (Clark et al., EMNLP
-2020), whose generator is a two-tower cloze model that reads the ORIGINAL
-ids (no [MASK]s):
-  towers `generator_ltr` / `generator_rtl` (causal encoders of the generator's
-    size) -> their outputs shifted one position right / left and
-    concatenated [B, S, 2 Hg], so position t sees every token but its own
-  `cloze_predictions` head (as generator_predictions) at every position
-    -> cloze_logits [B, S, V]; mlm_logits are those at the masked positions
-  cloze loss: cross-entropy of the original token at every position that
-    masking could pick (not [CLS] / [SEP] / [MASK] / padding); it replaces the
-    MLM loss in total_loss
-and whose discriminator does noise-contrastive estimation against the
-generator (`electric_logits`, `corrupt_inputs(electric=True)`).
 
 Logits, softmaxes and losses are float32 whatever the layers' dtype policy.
 """
@@ -281,43 +259,24 @@ class ElectraPretrainer(keras.Model):
   Args:
     discriminator: the encoder `electra` (the masked LM's, for an objective
       without a discriminator).
-    objective: an `objectives.Objective`: which heads it needs, the outputs
-      and losses `call` returns, the named loss denominators.
-    generator: the one-tower generator: an encoder `generator` (sharing the
-      discriminator's embeddings or not), or the discriminator itself (a
-      tied generator, or the masked LM); None: none (the uniform generator,
-      or a two-tower one).
-    generator_towers: (ltr, rtl) causal encoders `generator_ltr` /
-      `generator_rtl` of the two-tower cloze generator (the objective's
-      `two_tower`); None otherwise.
-    special_ids: the vocab's special ids; the cloze loss leaves out [CLS],
-      [SEP] and [MASK] positions, as official.  Needed only for that loss.
-  The builder of a config's networks is `pretrain.model.build_model`.
+    objective: an `objectives.Objective` (heads, outputs, losses, the named
+      loss denominators).
+    generator: the one-tower generator encoder `generator`, the discriminator
+      itself (tied generator, masked LM), or None (uniform or two-tower).
+    generator_towers: (ltr, rtl) causal encoders of the two-tower generator.
+    special_ids: the vocab's special ids, for the two-tower cloze loss.
+  The heads are built here, so every variable exists under its official name
+  once constructed.
 
-  Sub-layers (None where there is none), each under its official scope:
-  discriminator (`electra`), generator (`generator`, the discriminator or
-  None), generator_predictions, discriminator_predictions, and for a
-  two-tower generator generator_ltr, generator_rtl and cloze_predictions.
-  The heads are built here, so every variable exists, under its official
-  name, once constructed.
-
-  `model(batch, training=..., sample_seed=None, loss_denominators=None)`
-  takes the masked batch dict (BATCH_KEYS) and returns a dict of tensors:
-    total_loss, mlm_loss                                scalars float32
-    mlm_logits [B, N, V] float32, mlm_per_example_loss [B, N] float32 (not
-    weighted), mlm_preds [B, N] int32
-  with a two-tower generator also cloze_loss (scalar float32; it is the
-  generator's part of total_loss), and with a discriminator:
-    disc_loss scalar float32, sampled_ids [B, N] int32, corrupted_ids [B, S]
-    int32 (the discriminator's input), disc_logits [B, S] (Electric: with
-    the noise terms added), disc_probs [B, S] float32, disc_preds [B, S]
-    int32, disc_labels [B, S] int32, disc_per_example_loss [B] float32
-  `sample_seed` (int [2], or int [B, 2] for one seed per example) makes the
-  sampling noise stateless and reproducible (`sampling.hashed_uniform`).
-  `loss_denominators` (name -> float32 scalar, the `denominators` of e.g.
-  the global batch of all replicas; or those stacked in the objective's
-  `denominator_names` order, as `loss_weight_sums` gives them) replaces this
-  batch's sums as the losses' denominators.
+  `model(batch, training, sample_seed=None, loss_denominators=None)`: batch
+  the masked batch dict (BATCH_KEYS) -> dict of float32 scalars total_loss,
+  mlm_loss (two towers: cloze_loss), mlm_logits [B, N, V],
+  mlm_per_example_loss [B, N], mlm_preds [B, N] int32, and with a
+  discriminator disc_loss, sampled_ids [B, N], corrupted_ids, disc_logits,
+  disc_probs, disc_preds, disc_labels [B, S], disc_per_example_loss [B].
+  `sample_seed` (int [2] or [B, 2]) makes the sampling reproducible;
+  `loss_denominators` (a dict, or stacked as `loss_weight_sums`) replaces this
+  batch's sums, e.g. by the global batch's.
   """
 
   def __init__(self, discriminator: encoder_lib.TransformerEncoder, objective: Any,

@@ -301,29 +301,20 @@ def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
                already_masked: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
   """Official dynamic masking (pretrain_helpers.mask) of a batch.
 
-  Per example, n = max(1, min(N, round(sum(input_mask) * mask_prob))) slots
-  (float32 product, round half to even, as official tf.round) each draw a
-  position uniformly among the candidates, with replacement. Slots past n
-  have weight 0, position 0 and id 0. Each used slot draws "replace with
-  [MASK]" with probability 0.85; a position is [MASK]ed when any of its slots
-  drew it, so a position drawn twice keeps its token with probability
-  0.15 ** 2, and both slots keep weight 1 (official scatter_update, which also
-  never writes position 0). No token is replaced by a random one.
-  An example without candidates (never built by the builder; official would
-  divide by zero) gets no used slot.
+  Per example n = max(1, min(N, round(sum(input_mask) * mask_prob))) slots
+  (float32, round half to even, as official) each draw a candidate position
+  uniformly, with replacement; slots past n have weight 0, position and id 0.
+  A used slot draws [MASK] with probability 0.85 and a position is [MASK]ed
+  when any of its slots drew it (a duplicate keeps weight 1 in both slots;
+  official scatter_update); no random replacement.  An example without
+  candidates gets no used slot (official would divide by zero).  `seed`: int
+  [2] for stateless draws (None: from the global generator).
 
-  `seed`: int32/int64 [2] for stateless, reproducible draws; None draws one
-  from the global generator.
-
-  The official mask()'s other options (from its early "strategic masking"
-  experiments; the official ELECTRA and Electric runs leave them unset):
-    proposal_distribution  float [B, S] non-negative scores (or a scalar):
-                           positions are drawn with probability proportional
-                           to score among the candidates (uniform when None)
-    disallow_from_mask     bool [B, S]: positions never drawn
-    already_masked         bool/0-1 [B, N]: slots left unused (weight 0),
-                           for several rounds of masking
-  An example whose candidates all score 0 gets no used slot (official: NaN).
+  The official mask()'s unused options (its "strategic masking" experiments):
+  `proposal_distribution` float [B, S] (or scalar) scores drawing positions
+  proportionally (all-zero: no used slot; official: NaN);
+  `disallow_from_mask` bool [B, S] positions never drawn; `already_masked`
+  [B, N] slots left unused, for several rounds of masking.
   """
   input_ids = tf.cast(batch["input_ids"], tf.int32)
   input_mask = tf.cast(batch["input_mask"], tf.int32)

@@ -1,43 +1,25 @@
 """Pre-training evaluation metrics of the official run_pretraining.py `metric_fn`.
 
-`PretrainingMetrics` streams the official metrics over any number of eval
-batches.  Its state is NumPy sums and counts (float64) plus per-threshold
-confusion counts (int64) for the AUC, updated from host values each batch.
-Per batch, with B examples, S tokens and N = max_predictions_per_seq slots:
+`PretrainingMetrics` streams them over any number of eval batches from host
+values (NumPy sums and counts; per-threshold counts for the AUC).  Per batch
+(B examples, S tokens, N slots): mlm_per_example_loss, mlm_preds,
+sampled_ids [B, N], disc_per_example_loss [B], disc_probs, disc_preds,
+disc_labels [B, S] from the model; masked_lm_ids, masked_lm_weights [B, N],
+input_mask [B, S] from the batch.
 
-  from the model:  mlm_per_example_loss [B,N] float, mlm_preds [B,N] int,
-                   sampled_ids [B,N] int, disc_per_example_loss [B] float,
-                   disc_probs [B,S] float in [0,1], disc_preds [B,S] int,
-                   disc_labels [B,S] int
-  from the batch:  masked_lm_ids [B,N] int, masked_lm_weights [B,N] float,
-                   input_mask [B,S] int
-
-Metrics (tf.compat.v1.metrics semantics: a weighted mean is sum(w*x)/sum(w),
-0 when sum(w) is 0):
-  loss                        the mean over batches of the batch's total loss
-                              (TPUEstimator adds it to the official eval
-                              results); reported once `add_batch_loss` gave one
-  masked_lm_accuracy          mlm_preds == masked_lm_ids, weights masked_lm_weights
-  masked_lm_loss              mlm_per_example_loss, weights masked_lm_weights
-  sampled_masked_lm_accuracy  sampled_ids == masked_lm_ids, same weights
-  disc_loss                   unweighted mean of disc_per_example_loss
-  disc_auc                    ROC AUC, 200 thresholds, trapezoidal
-  disc_accuracy               disc_preds == disc_labels, weights input_mask
-  disc_precision              same, weights disc_preds * input_mask
-  disc_recall                 same, weights disc_labels * input_mask
-  disc_auc_real_tokens        ROC AUC as disc_auc, over the real (input_mask)
-                              tokens only (an electra-tf addition, below)
-  disc_always_real_accuracy   the accuracy of a discriminator that calls
-                              every token real: 1 - the replaced share of
-                              the real tokens (an addition: disc_accuracy's
-                              baseline)
-The sampled/disc metrics exist only with a discriminator (an objective's
-`has_discriminator`: ELECTRA's or Electric's), and the disc ones only when
-disc_weight > 0, as official.  With Electric, disc_probs are
-those of the noise-contrastive logits and every sampled position is labelled
-replaced, as official.
-
-Why disc_auc_real_tokens: docs/faithfulness.md ("disc_auc and padding").
+Weighted means as tf.compat.v1.metrics (sum(w*x) / sum(w), 0 when no weight):
+  masked_lm_accuracy, masked_lm_loss, sampled_masked_lm_accuracy
+                        weights masked_lm_weights
+  disc_accuracy         weights input_mask
+  disc_precision        weights disc_preds * input_mask
+  disc_recall           weights disc_labels * input_mask
+  disc_loss             unweighted mean of disc_per_example_loss
+  disc_auc              ROC AUC, 200 thresholds, trapezoidal
+  loss                  mean of the batches' total loss (`add_batch_loss`)
+Additions: disc_auc_real_tokens (the AUC over real tokens only) and
+disc_always_real_accuracy (disc_accuracy's all-real baseline); why:
+docs/faithfulness.md ("disc_auc and padding").  The sampled / disc metrics
+need a discriminator, the disc ones disc_weight > 0, as official.
 """
 
 from typing import Any, Dict, Mapping

@@ -1,65 +1,19 @@
 """Pre-training TFRecords from text (official build_pretraining_dataset.py).
 
-`build_tfrecords` is the library behind `data_prep/build_tfrecords.py`.
-Input: every non-hidden file under the corpus dir (recursively, in sorted
-order); `*.gz` files are decompressed, the others read as UTF-8 text, by the
-line rule of the official reader (TensorFlow's GFile: lines end at "\\n",
-every "\\r" is deleted; `corpus.gfile_lines`). A line is a sentence; a blank
-line ends a document (with --blanks_separate_docs), and so does the end of a
-file. A line that is not valid UTF-8 (a binary file, a file in another
-encoding) stops the build with an error naming the file, line and byte
-offset, unless --skip_invalid_utf8 asks to skip and count such lines; empty
-files are counted.
+`build_tfrecords` is the library behind `data_prep/build_tfrecords.py`: a
+corpus dir (every non-hidden file, sorted; `*.gz` decompressed; a line is a
+sentence, a blank line or a file's end ends a document) or the OpenWebText
+release (xz tar archives, read as streams) -> `output_dir/pretrain_data.
+tfrecord-I-of-N`, tf.train.Example records of int64 [max_seq_length]
+input_ids ([CLS] A [SEP] (B [SEP]), zero-padded), input_mask, segment_ids.
 
-OpenWebText (official build_openwebtext_pretraining_dataset.py; `openwebtext`):
-the corpus dir is the release's `openwebtext/` folder, whose every file (in
-sorted order, as above) is an xz-compressed tar archive of text files, one
-document each. Each archive is decompressed as a stream (nothing is extracted
-to disk) and its texts read in a shuffled order, each as a corpus file is:
-its end ends a document, and blank lines are skipped rather than ending one
-(official: blanks_separate_docs=False, the default with `openwebtext`). A
-damaged archive stops the build with an error naming it.
-
-Output: `output_dir/pretrain_data.tfrecord-I-of-N`, tf.train.Example records
-with int64 features of length S = max_seq_length:
-  input_ids   [CLS] A [SEP] (B [SEP]), then zeros
-  input_mask  1 on those tokens, then zeros
-  segment_ids 0 on [CLS] A [SEP], 1 on B [SEP], then zeros
-Examples are built as the official ExampleBuilder builds them (see
-`ExampleBuilder`). The output is that of the official script run with
-`num_processes` = P processes: job j reads the files i with i % P == j (in an
-order shuffled by its own seed) and writes the output files i with i % P == j,
-cycling through them example by example. With `seed`, a build is
-reproducible; the texts of an archive are shuffled by a second generator of
-the job, so that reading ahead of the example builder leaves the builder's
-random draws as they are.
-
-Workers: the jobs' example builders run one after another in this process
-(each job's random draws depend on all its earlier lines, so a job is one
-sequence); the tokenizing, the bulk of the work, runs on `num_workers`
-processes, chunk by chunk (CHUNK_LINES lines of a file, so one big file
-keeps every worker busy too). The output does not depend on `num_workers`.
-Workers start from a fork server that has imported TensorFlow once.
-
-Resuming: the output dir holds `BUILD_RECORD`, the build's settings (corpus
-files and sizes, the vocab's SHA-256, every option that changes the records)
-and its progress. About every `checkpoint_bytes` of input (for OpenWebText at
-an archive's end) the records written so far are flushed (to the operating
-system, which keeps them when the process is killed) and the record notes, per job, the position in its files and the state of its random
-generators and example builder, and the size of every output file. A rerun
-of the same command (after a kill -9, a Ctrl-C or a crash) cuts the outputs
-back to the last noted sizes and goes on from there, so that the result is
-byte for byte what an uninterrupted build writes; a build with other settings
-is refused with what differs. After a resume, an output file is written in
-pieces (`.NAME.partial`, `.NAME.partial.1`, ...), joined at the end.
-
-Files are written under hidden `.partial` names and renamed only when the
-whole build has succeeded, so an interrupted or failed build leaves no file
-under a final name. Bad input (a DataError) in a new build removes all it
-wrote (and the output_dir if it created it). Earlier
-`pretrain_data.tfrecord-*-of-*` files in output_dir are removed at the end
-(the official script deletes the whole output dir). The record stays: a
-rerun of a finished build prints its summary and writes nothing.
+The output is that of the official script with `num_processes` jobs (job j
+reads and writes the files i with i % P == j), reproducible with `seed`, and
+independent of `num_workers` (tokenizing runs on forked workers, chunk by
+chunk; each job's example builder runs in this process).  Files are written
+under `.partial` names and renamed at the end; `BUILD_RECORD` notes the
+settings and progress so that a rerun after a kill resumes byte for byte.
+Details: docs/pretraining.md.
 """
 
 from __future__ import annotations

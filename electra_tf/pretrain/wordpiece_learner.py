@@ -1,30 +1,16 @@
 """tensorflow-text's WordPiece vocab learner, with its repeated work done once.
 
-`learn` returns exactly what
-`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib.learn`
-returns for the same word counts and parameters (tests compare the two on
-real corpora); it is faster because the learner's binary search over the
-minimum count of a piece reruns the whole learning at each threshold, and
-most of that work does not depend on the threshold:
-
-  * The first of the learning passes counts every substring of every word,
-    then takes from each piece's count the counts of the longer pieces it
-    begins (longest first).  Neither step looks at the threshold, so the
-    adjusted counts are computed once; each threshold only filters them.
-  * A later pass counts the substrings that start where the current pieces
-    split each word.  Its adjusted counts depend on the current pieces only,
-    and different thresholds often reach the same pieces (high thresholds
-    keep few pieces, and the search revisits them), so they are kept per set
-    of current pieces.
-
-The algorithm (as tensorflow-text implements it): the words are filtered
-(too long, reserved, a character outside the `max_unique_chars` most frequent
-ones; at most `max_input_tokens` words, the most frequent); the search runs
-from the largest word count (at most `upper_thresh`) down to `lower_thresh`,
-bisecting until the vocab has at most `vocab_size` entries and no more than
-`slack_ratio * vocab_size` fewer.  The vocab lists the reserved tokens, the
-single characters (sorted), then the learned pieces by count (ties
-alphabetical), each once.
+`learn` returns exactly what tensorflow-text's
+`wordpiece_vocab.wordpiece_tokenizer_learner_lib.learn` returns for the same
+word counts and parameters (tests compare them on real corpora).  That
+learner bisects over the minimum count of a piece (from `upper_thresh` down
+to `lower_thresh`, until the vocab has at most `vocab_size` entries and at
+most `slack_ratio * vocab_size` fewer), relearning at each threshold; here
+the threshold-independent work is shared: the first pass's adjusted
+substring counts are computed once, and a later pass's counts are cached per
+set of current pieces (thresholds often reach the same pieces).  Vocab
+order: reserved tokens, single characters (sorted), learned pieces by count
+(ties alphabetical).
 """
 
 from __future__ import annotations
