@@ -1,21 +1,12 @@
 """Training and inference FLOPs counted as the official flops_computation.py.
 
-Counting rules (official): a matrix multiply of [m, n] by [n] is 2*m*n FLOPs,
-every elementwise operation one FLOP, with fixed per-activation costs for
-dropout (4), layer norm (5), GELU (8) and softmax (5); embedding lookups are
-dense one-hot multiplies; the backward pass costs the same as the forward
-pass, so training is 2x the forward FLOPs.  The MLM softmax is only applied to
-`output_frac` of the positions (official 0.15625, i.e. 20 of 128 or 80 of 512
-tokens).  All counts are per sequence of `seq_length` tokens (floats).
-
-A two-tower generator (Electric's; the official script has no count for it)
-is counted by the same rules: two generator-sized towers (their causal
-attention masks scores that are still computed, so a tower costs what an
-encoder does), the cloze head on every position (output fraction 1.0) reading
-both towers (input width 2 x hidden), the discriminator with its binary head,
-and with Electric's noise-contrastive discriminator two more additions per
-token (log q and the prior log-odds added to the discriminator's logits).
-Which networks a config has is its objective's (`modeling/objectives.py`).
+Official rules: a [m, n] x [n] product is 2*m*n FLOPs, an elementwise op one,
+per-activation costs dropout 4, layer norm 5, GELU 8, softmax 5; embedding
+lookups are one-hot products; backward = forward, so training is 2x; the MLM
+softmax covers `output_frac` of the positions (official 0.15625).  Counts
+are per sequence of `seq_length` tokens (floats).  A two-tower generator
+(Electric's; no official count) follows the same rules (docs/electric.md);
+which networks a config has is its objective's.
 """
 
 import dataclasses

@@ -1,21 +1,13 @@
 """Hugging Face transformers' ELECTRA layout: the name map and the files.
 
-A model here is named as the official TF1 code names it (`electra/encoder/
-layer_0/attention/self/query/kernel`); transformers names the same tensor
-`electra.encoder.layer.0.attention.self.query.weight`, with dense kernels
-transposed to torch's [out, in]. `tensor_map` is the one table of both
-directions: export writes `hf_name <- official value`, import reads it back.
-
-  part "discriminator" -> ElectraForPreTraining (encoder + replaced-token head)
-  part "generator"     -> ElectraForMaskedLM (generator encoder + MLM head; the
-                          embedding table shared with the discriminator is
-                          written into both folders, as transformers keeps it)
-  part "encoder"       -> ElectraModel (the discriminator encoder alone: what a
-                          fine-tuned checkpoint exports; its task heads have no
-                          exact transformers equivalent, see docs/huggingface.md)
-
-Safetensors are written and read with the `safetensors` package's numpy API:
-no torch.
+`tensor_map` is the one table of both directions between official names
+(`electra/encoder/layer_0/attention/self/query/kernel`) and transformers'
+(`electra.encoder.layer.0.attention.self.query.weight`, dense kernels
+transposed to [out, in]).  Parts: "discriminator" -> ElectraForPreTraining,
+"generator" -> ElectraForMaskedLM (the shared embedding table written into
+both folders, as transformers keeps it), "encoder" -> ElectraModel (a
+fine-tuned checkpoint's encoder; docs/huggingface.md).  Safetensors via the
+`safetensors` numpy API: no torch.
 """
 
 from __future__ import annotations

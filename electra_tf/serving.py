@@ -1,19 +1,13 @@
 """The SavedModel of an ELECTRA encoder: its signatures and the atomic save.
 
-`export_saved_model` writes the discriminator of a pre-trainer (or an encoder):
-`serving_default` takes int32 `input_ids`, `input_mask`, `segment_ids`
-[batch, seq] (seq up to max_position_embeddings) and returns float32
-  sequence_output       [batch, seq, hidden]  last discriminator layer
-  pooled_output         [batch, hidden]       the [CLS] vector
-  discriminator_logits  [batch, seq]          replaced-token logits
-  discriminator_probs   [batch, seq]          sigmoid of the logits
-(the last two for an ElectraPretrainer with a discriminator head). With a
-tokenizer there is also the `text` signature (electra_tf.serving_text): tf.string
-`text` [batch] in, tokenized and packed as `[CLS] text [SEP]` in the graph, the
-same outputs plus `tokens` and `input_mask`. Its ops come from tensorflow-text,
-so such an export loads after `import tensorflow_text`; without a tokenizer it
-loads with TensorFlow alone. The command is electra_tf/export.py; the
-fine-tuning exports (finetune/export.py) reuse the pieces here.
+`export_saved_model` writes the discriminator of a pre-trainer (or an
+encoder).  `serving_default`: int32 input_ids, input_mask, segment_ids
+[batch, seq] -> float32 sequence_output [batch, seq, hidden], pooled_output
+[batch, hidden] and, with a discriminator head, discriminator_logits and
+discriminator_probs [batch, seq].  With a tokenizer, also the `text`
+signature (serving_text; needs `import tensorflow_text` to load): tf.string
+`text` [batch] -> the same plus `tokens` and `input_mask`.  The command is
+electra_tf/export.py; finetune/export.py reuses these pieces.
 """
 
 from __future__ import annotations

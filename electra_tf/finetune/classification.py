@@ -1,38 +1,19 @@
 """GLUE sentence(-pair) classification and regression tasks.
 
-Readers (official classification_tasks.py): which columns hold the texts and
-the label, and whether the first line is a header, per task and split:
+Readers (official classification_tasks.py): each task's `_create_examples`
+names the columns of its texts and label and whether a header comes first.
+Example ids are 0-based data rows.  As official, a train row without the
+columns read is skipped and counted in one warning; on dev and test it stops
+the job with FILE:LINE, as a bad label does on any file (docs/finetuning.md,
+"Malformed data").  MNLI's dev is dev_matched (dev_mismatched scored as
+"mismatched_"); `double_unordered` trains MRPC and STS on both orders of
+each pair (official: these two only, not QQP).
 
-  task  split       text_a  text_b  label  header   labels
-  cola  train/dev   3       -       1      no       0, 1
-  cola  test        1       -       -      yes
-  sst   train/dev   0       -       1      yes      0, 1
-  sst   test        1       -       -      yes
-  mrpc  all         3       4       0      yes      0, 1
-  qqp   train/dev   3       4       5      yes      0, 1
-  qqp   test        1       2       -      yes
-  mnli  all         8       9       -1     yes      contradiction, entailment, neutral
-  mnli  diagnostic  1       2       -      yes
-  rte   all         1       2       3      yes      entailment, not_entailment
-  qnli  all         1       2       3      yes      entailment, not_entailment
-  sts   train/dev   -3      -2      -1     yes      float in [0, 5]
-  sts   test        -2      -1      -      yes
-
-Example ids are the 0-based data row of the file.  As official, a train row
-without the columns read (an empty line, a broken line of QQP's train.tsv) is
-skipped and counted in one warning; on dev and test files it stops the job
-with FILE:LINE, and so does a bad label on any file.  MNLI's "dev" is
-dev_matched.tsv; dev_mismatched.tsv is evaluated too (metrics prefixed
-"mismatched_").  With `double_unordered`, MRPC and STS train on each pair in
-both orders (the official code does this for these two tasks only, not QQP).
-
-Features: [CLS] A [SEP] (B [SEP]) with segment ids 0 for A and 1 for B, the
-longer text truncated first; labels `<task>_label_ids` [N] int32, or for STS
-`<task>_targets` [N] float32 = (score - 0) / 5.
-
-Heads on the pooled [CLS] vector: dropout 0.1 (training) and a dense layer
-`task_specific/<task>/dense` with num_labels outputs (softmax cross-entropy
-loss) or 1 output (squared-error loss).
+Features: [CLS] A [SEP] (B [SEP]), longer text truncated first; labels
+`<task>_label_ids` [N] int32, or for STS `<task>_targets` [N] float32 =
+score / 5.  Heads on the pooled [CLS] vector: dropout 0.1 and
+`task_specific/<task>/dense` (softmax cross-entropy, or 1 output and
+squared error).
 """
 
 from __future__ import annotations

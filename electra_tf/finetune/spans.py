@@ -1,40 +1,24 @@
 """Tag sequences and the spans they mark: decoders, encoders and entity scores.
 
-Pure Python (no TensorFlow; metrics.py gives the precision/recall/F1 formula): the task scorers, the readers and the tests call
-it, and the serving graphs apply its rules through the tables at the end.
+Pure Python; the scorers, readers and tests call it, and the serving graphs
+apply its rules through the tables at the end.  A tag is "O" or PREFIX-TYPE
+(B, I, E, S); a span is (start, end inclusive, type) over word indices.
+Schemes (SCHEMES): IOB1 (I- throughout, B- only to start a span right after
+one of its type: original CoNLL-2003), IOB2 / "BIO" (B- first, then I-),
+BIOES (B-, I-, E- last, S- one word: what the official tagging model
+predicts).  Decoders agree on well-formed tags and differ on ill-formed:
 
-A tag is "O" or PREFIX-TYPE with PREFIX one of B, I, E, S; a span is
-(start, end, type) over word indices, `end` inclusive.  A tagging scheme is
-how spans are written as tags (SCHEMES):
+  LENIENT  conlleval / seqeval default (`entity_spans`): a span starts at
+           B-/S-, after O, E- or S-, or where the type changes
+  CHUNK    official tagging_utils, kept for `chunk` (`chunk_spans`): starts
+           at B-/S- or after O, ends before the next B-/S-/O; E- does not
+           close it, a type change does not split it (last tag's type)
+  strict   seqeval strict mode (`strict_entity_spans`): spans not written as
+           the scheme writes them are dropped
 
-  IOB1   every word of a span I-TYPE, except the first word of a span that
-         directly follows a span of the same type: B-TYPE (the original
-         CoNLL-2003 files)
-  IOB2   (also "BIO") the first word B-TYPE, the others I-TYPE (CoNLL-2000)
-  BIOES  B- first, I- inside, E- last, S- a one-word span (the labels the
-         official tagging model predicts)
-
-Decoders (tags -> spans), for well-formed input all the same; they differ on
-ill-formed sequences (an I- after O, an I- of another type, a B- without E-):
-
-  LENIENT   the conlleval rule, the default mode of seqeval (`entity_spans`):
-            reads every scheme at once; a span starts at B-/S-, at any tag
-            after O, E- or S-, and where the type changes, and ends before
-            the next start or O
-  CHUNK     the official ELECTRA tagging_utils rule, kept for `chunk`
-            (`chunk_spans`): a span starts at B-/S- or after O and ends
-            before the next B-/S-/O; E- does not close it and a type change
-            does not split it; the span takes the type of its last tag
-  strict    seqeval's strict mode with a scheme (`strict_entity_spans`): a
-            span must start, continue and end as the scheme writes spans;
-            anything else is dropped (e.g. I- after O in IOB2, B- without
-            E- in BIOES)
-
-LENIENT and CHUNK are boundary rules: whether a span ends before word i and
-whether one starts at word i depend only on the tags of words i-1 and i ("O"
-before the first word and after the last).  `boundary_tables` tabulates such
-a rule over a label list, and `prefix_table` the encoders, so that the
-serving graphs (finetune/tagging_export.py) apply these rules, not copies.
+LENIENT and CHUNK depend only on the tags of words i-1 and i, so
+`boundary_tables` (and `prefix_table` for the encoders) tabulate them for
+the serving graphs (finetune/tagging_export.py).
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """The fine-tuning task interface and the pieces every task shares.
 
-A task (official finetune/task.py) turns one split of its raw data into
-examples (`get_examples`), the examples into fixed-length features
-(`featurize`), builds a head (`build_head`) that maps encoder outputs to
-predictions and a per-example loss, and scores the head's outputs
-(`evaluate`).
-
-Features are NumPy arrays with one row per feature (N rows; QA makes several
-features per example):
-  input_ids, input_mask, segment_ids  [N, S] int32   (S = max_seq_length)
-  task_id                             [N]    int32   index in config.task_names
-  <task>_eid                          [N]    int32   official example id
-  <task>_...                          task-specific labels (see each task)
-
-Heads are tf_keras layers named `task_specific/<task>` (the official variable
-scope, which the layer-wise learning-rate decay keys on).  They are called as
-`head(encoder_outputs, features, training=...)` with
-  encoder_outputs = {"sequence_output": [B, S, H], "pooled_output": [B, H]}
-and a batch of the feature arrays, and return a dict of tensors with at least
-"loss" [B] (the official per-example loss; the official training loss is its
-sum over the batch, masked to each row's task in multi-task training).
-
-`evaluate` takes the examples and features of a split and the head outputs
-for all N features (NumPy, in feature order) and returns the official metrics
-(none for unlabeled test splits) and one prediction per example.
+A task (official finetune/task.py) reads a split into examples
+(`get_examples`), turns them into fixed-length features (`featurize`), builds
+its head (`build_head`) and scores the head's outputs (`evaluate`: official
+metrics, none for unlabeled splits, and one prediction per example).
+Features are NumPy arrays, one row per feature (N rows; QA makes several per
+example): input_ids, input_mask, segment_ids [N, S] int32, task_id [N]
+int32, <task>_eid [N] int32 and the task's labels.  Heads are layers named
+`task_specific/<task>` (the scope layer-wise decay keys on), called as
+`head({"sequence_output": [B, S, H], "pooled_output": [B, H]}, features,
+training=...)`, returning a dict with at least "loss" [B] (the official
+per-example loss, summed over the batch for training).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Sampling the generator's replacements: a categorical draw per masked slot.
 
-The official code draws a sample from softmax(logits) by Gumbel-max: V
-uniforms, two logarithms and an argmax per sample, for V vocabulary entries.
-`sample_from_softmax` draws from the same categorical distribution by
-inverting its CDF with ONE uniform per sample (`inverse_cdf_sample`, a
-two-level search so that no cumulative sum runs over the whole vocabulary),
-which removes what dominated the sampling cost on CPU.
-
-The uniforms come from `hashed_uniform`, a counter-based generator of plain
-uint32 arithmetic: stateless (a function of an explicit seed, so a resumed
-run draws what the uninterrupted one would have), per example (an example's
-noise does not depend on the rest of the batch, nor on how the batch is split
-over replicas), and the same numbers with and without XLA, which tf.random's
-stateless ops do not guarantee.
+`sample_from_softmax` draws from softmax(logits) by inverting the CDF with one
+uniform per sample (`inverse_cdf_sample`, a two-level search), where the
+official Gumbel-max draws V uniforms: the same distribution, much cheaper on
+CPU (docs/faithfulness.md).  The uniforms come from `hashed_uniform`, a
+counter-based uint32 generator: a function of an explicit seed (resumes draw
+what the uninterrupted run would), per example (independent of the batch and
+its split over replicas), identical with and without XLA.
 """
 
 from __future__ import annotations

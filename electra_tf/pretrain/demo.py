@@ -1,17 +1,12 @@
 """The embedded default: pre-training that needs no download.
 
-`python run_pretraining.py` with no data flags pre-trains on English that
-every CPython install ships: the documentation topics (`pydoc_data.topics`)
-and the docstrings of the standard library's modules, classes and functions,
-about 2 MB.  One document in ten is held out for evaluation.  It learns a
-WordPiece vocab from the training documents (tensorflow-text's learner),
-writes TFRecords of both parts with the project's builder, pre-trains a
-narrow ELECTRA-Small for a few CPU minutes, evaluates on the held-out
-records (printing one example with the discriminator's verdicts), draws
-curves.png and exports.  Everything lands under ./electra_demo/ (the official
-layout: vocab.txt, pretrain_tfrecords/, models/<model_name>/, plus
-eval_tfrecords/ and corpus/); reruns reuse the data and resume training.
-The corpus depends a little on the Python version (its docstrings).
+`python run_pretraining.py` without data flags learns a vocab, builds
+TFRecords, pre-trains a narrow ELECTRA-Small for a few CPU minutes,
+evaluates, draws curves.png and exports, all under ./electra_demo/ (official
+layout, reruns reuse the data and resume), on English every CPython ships
+(`pydoc_data.topics` and standard-library docstrings, about 2 MB; one
+document in ten held out; it varies a little with the Python version).
+docs/pretraining.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """The pipeline's dynamic masking of pre-training TFRecords, shown and counted.
 
-`inspect` is the library behind `data_prep/inspect_masking.py`.  It reads
-the first K records (sorted files, the single-pass order of
-`pretrain.data.get_dataset`), masks them as training does (N =
-int((mask_prob + 0.005) * S) predictions per sequence, as the official
-config derives it), and prints the first `num_print` of them as the official
-print_tokens does: tokens up to the first [PAD], each selected position as
-`token (original)` (red on a terminal).  With `as_json` the last line is one JSON
-object of statistics over the K examples:
-  selected_fraction        used prediction slots / non-padding tokens
-  mask_fraction, keep_fraction, random_fraction
-                           share of used slots whose position holds [MASK],
-                           the original token, or another token
-  special_selected         used slots on [CLS], [SEP] or [PAD] (should be 0)
-  single_segment_fraction  examples without a second segment
-  mean_length              mean number of non-padding tokens
-  num_examples             examples read (fewer than K if the files end)
+`inspect` (behind `data_prep/inspect_masking.py`) masks the first K records
+(single-pass order) as training does and prints the first `num_print` as the
+official print_tokens does (`token (original)` at selected positions).
+With `as_json` the last line is one JSON object over the K examples:
+selected_fraction (used slots / real tokens), mask_fraction, keep_fraction,
+random_fraction (shares of used slots), special_selected (slots on [CLS],
+[SEP], [PAD]: should be 0), single_segment_fraction, mean_length,
+num_examples.
 """
 
 from __future__ import annotations

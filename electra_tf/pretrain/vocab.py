@@ -1,20 +1,13 @@
 """Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's algorithm).
 
-`build_vocab` is the library behind `data_prep/build_vocab.py`.  The text is
-split into words exactly as the project's tokenizer splits it
-(`tokenization.FastBasicTokenizer`: cleaning, CJK and punctuation splitting,
-lower-casing and accent stripping as configured), then
-counted as `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`
-counts them, and `wordpiece_learner.learn` (tensorflow-text's learner with
-its repeated work done once: the same vocab, sooner) learns at most N tokens
-(its binary search over the minimum count of a piece, from 1 up, aims within
-5% below N; fewer when the corpus has fewer distinct pieces; when it ends
-above N, the rarest learned pieces are dropped). The vocab
-starts with the reserved tokens, in this order:
-  0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
-then the single characters, their "##" forms and the learned pieces.  The
-corpus is read as the TFRecord builder reads it (`pretrain.corpus`); each
-non-blank line is one text.
+`build_vocab` is the library behind `data_prep/build_vocab.py`: the corpus
+(read as `pretrain.corpus` reads it, each non-blank line a text) is split
+into words as `tokenization.FastBasicTokenizer` splits it, counted as
+tensorflow-text's `bert_vocab_from_dataset` counts, and learned by
+`wordpiece_learner.learn` to at most N tokens (within 5% below N; the rarest
+learned pieces dropped when the search ends above N).  Order: [PAD] 0, [UNK]
+1, [CLS] 2, [SEP] 3, [MASK] 4, then characters, their "##" forms and the
+learned pieces.
 """
 
 from __future__ import annotations
