@@ -47,17 +47,10 @@ def dense_gradients(gradients: Sequence[Optional[Any]]) -> List[Optional[tf.Tens
 
 def clip_by_global_norm(gradients: Sequence[Optional[Any]],
                         clip_norm: float = CLIP_NORM) -> List[Optional[tf.Tensor]]:
-  """Official `tf.clip_by_global_norm(grads, 1.0)`, with the true norm.
-
-  The norm is that of the dense gradients (`dense_gradients`), as in the
-  official graph, where every pre-training gradient is dense: token types
-  are looked up by a one-hot matmul and the word-embedding table also gets
-  the tied output layer's dense gradient.  `tf.clip_by_global_norm` given an
-  IndexedSlices takes the norm of its rows without summing duplicates
-  (1.2-1.7x too small on real batches), so it would clip too little.  (The
-  official fine-tuning on CPU/GPU looks words up with a gather and so clips
-  with that smaller norm; on TPU, where the released models were trained,
-  its one-hot lookups make it the true norm, as here.)
+  """Official `tf.clip_by_global_norm(grads, 1.0)`, with the norm of the dense
+  gradients (`dense_gradients`), as in the official graph; an IndexedSlices'
+  row norm would miss its duplicate rows (docs/learning.md, "Against the
+  official learning curve").
   """
   dense = dense_gradients(gradients)
   return tf.clip_by_global_norm(dense, clip_norm)[0]
@@ -161,15 +154,11 @@ def uses_weight_decay(variable_name: str) -> bool:
 class AdamWeightDecay(keras.optimizers.Optimizer):
   """The official AdamWeightDecayOptimizer as a Keras 2 optimizer.
 
-  `apply_gradients` (replica context) sums gradients across replicas, clips
-  the summed list to global norm 1.0 (`global_clipnorm`), then runs
-  `update_step` per variable; see the module docstring for the update.
-
-  `clip_per_replica`: clip each replica's gradient list to global norm 1.0
-  (its own dense norm) and sum the clipped lists, unclipped: the official
-  TPU path, where create_optimizer clips each core's gradients and
-  tf.tpu.CrossShardOptimizer sums them across cores.  Off: the official
-  single-device path, one clip of the (summed) gradient.
+  `apply_gradients` (replica context) sums the replicas' gradients, clips the
+  sum to global norm 1.0 (`global_clipnorm`), then runs `update_step` per
+  variable (the update: module docstring).  `clip_per_replica`: each
+  replica's list is clipped to its own norm 1.0 and the clipped lists summed,
+  the official TPU path (docs/faithfulness.md).
   """
 
   def __init__(self, learning_rate: ElectraLearningRate,
@@ -323,21 +312,14 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
                      optimizer: str = "adamw") -> AdamWeightDecay:
   """Official `create_optimizer` settings; create it under `strategy.scope()`.
 
-  `optimizer`: "adamw", the official AdamWeightDecay, or "lamb" (`Lamb`: the
-  same schedule, clip, layer-wise rates and exclusions).
-  `num_warmup_steps` may be fractional (fine-tuning's
-  max(num_train_steps * warmup_proportion, warmup_steps)).  Layer-wise decay is
-  on when `layerwise_lr_decay` > 0 (official `layerwise_lr_decay_power`) and
-  then needs `n_transformer_layers`.  `clip_per_replica`: see AdamWeightDecay.
-
-      with strategy.scope():
-        optimizer = create_optimizer(config.learning_rate, config.num_train_steps,
-                                     config.num_warmup_steps, config.weight_decay_rate,
-                                     lr_decay_power=config.lr_decay_power)
-      # in a tf.function, per replica, the loss scaled to a share of the
-      # global batch's (train_loop.Trainer does this):
-      optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-      optimizer.current_learning_rate()  # the base rate the last update used
+  `optimizer`: "adamw" (the official AdamWeightDecay) or "lamb" (`Lamb`, same
+  schedule, clip, layer-wise rates and exclusions).  `num_warmup_steps` may be
+  fractional (fine-tuning's max(num_train_steps * warmup_proportion,
+  warmup_steps)).  Layer-wise decay is on when `layerwise_lr_decay` > 0
+  (official `layerwise_lr_decay_power`) and needs `n_transformer_layers`.
+  Gradients are applied per replica with the loss scaled to its share of the
+  global batch (as `train_loop.Trainer` does); `current_learning_rate()` is
+  the base rate of the last update.
   """
   if not learning_rate > 0:
     raise ConfigError(f"learning_rate: {learning_rate} must be > 0")

@@ -104,14 +104,9 @@ def sample_from_softmax(logits: tf.Tensor, seed: Optional[tf.Tensor] = None,
   """Samples from softmax(logits) [B, ..., V] -> int32 ids [B, ...].
 
   `disallow` ([B, ..., V], 1.0 = forbidden) subtracts 1000 from those logits,
-  as official.  `seed` makes the draw stateless and reproducible: int [2]
-  for the whole batch or int [B, 2] for one seed per example; without it the
-  global generator is used.
-
-  The official code takes the Gumbel-max of V uniforms per sample; this
-  inverts the softmax CDF with ONE uniform per sample instead: the same
-  categorical distribution without V random numbers and two logarithms per
-  vocabulary entry, which dominated the sampling cost.
+  as official.  `seed`: int [2] for the batch or int [B, 2] per example makes
+  the draw stateless; without it the global generator is used.  One uniform
+  per sample by the inverse CDF (module docstring), not the official Gumbel-max.
   """
   logits = tf.cast(logits, tf.float32)
   if disallow is not None:

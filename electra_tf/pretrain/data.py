@@ -179,15 +179,11 @@ def _check_sample(files: List[str], max_seq_length: int) -> None:
 
 def checked_tfrecords(file_patterns: str, max_seq_length: int
                       ) -> Tuple[List[str], List[int]]:
-  """(files, sizes) of the patterns after the start-up check.
-
-  The check costs the same whatever the corpus size: every file's first
-  record (its framing, checksums, the three features, length S) and a
-  sample of records (`_check_sample`).  Every other record's checksums are
-  verified as the input pipeline reads it (`get_dataset`): a corrupt or
-  truncated record stops the job there (`bad_record_error`).  A small corpus
-  (at most _FULL_CHECK_FILES files and _FULL_CHECK_BYTES bytes) is also read
-  through up front, as it costs under a second.
+  """(files, sizes) of the patterns after the start-up check, whose cost does not
+  grow with the corpus: every file's first record and a sample of records
+  (`_check_sample`); a small corpus (_FULL_CHECK_FILES files,
+  _FULL_CHECK_BYTES bytes) is read through.  Other records are verified as
+  `get_dataset` reads them.
   """
   files = find_tfrecords(file_patterns)
   sizes = file_sizes(files)
@@ -216,15 +212,11 @@ def check_tfrecords(file_patterns: str, max_seq_length: int) -> List[str]:
 
 
 def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
-  """The records of one file, as TFRecordDataset reads them, checksums
-  verified; a file that ends before its `size` bytes (a corrupt or truncated
-  record, a read error) fails with an error `bad_record_error` names.
-
-  TFRecordDataset's own error does not name the file (the pipeline reads
-  several at once): here the reader stops at the error (`ignore_errors`
-  ends a TFRecordDataset at its first bad record) and an end marker checks
-  the bytes read (records are counted in blocks, to keep the cost per
-  record small).
+  """The records of one file, as TFRecordDataset reads them, checksums verified;
+  a file that ends before its `size` bytes fails with an error
+  `bad_record_error` names (TFRecordDataset's own error does not name the file):
+  the reader stops at the error (`ignore_errors`) and an end marker checks the
+  bytes read.
   """
   blocks = tf.data.TFRecordDataset(path, buffer_size=1 << 20).ignore_errors().batch(
       _READ_BLOCK)
@@ -371,24 +363,16 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 skip_examples: int = 0, single_pass: bool = False) -> tf.data.Dataset:
   """Masked batches of `batch_size` examples (per replica under tf.distribute).
 
-  Training and evaluation read as the official get_input_fn does: files
-  repeated and shuffled, read `min(4, #files)` at a time, records shuffled
-  in a buffer of 100, batches of exactly `batch_size`.  The official pipeline
-  reads files in a "sloppy" order; here the order follows `seed` (and
-  evaluation has its own order and masks), so a seeded run is reproducible.
-  `single_pass` instead reads every record once, in sorted file order, the
-  last batch possibly smaller (inspection, tests).  Masks are drawn per
-  example from (seed, pipeline, train or eval, example index).  Several input
-  pipelines (`input_context`) read disjoint files, or disjoint records when
-  there are fewer files than pipelines.  `skip_examples` drops the first
-  examples of this pipeline's stream undecoded (a resumed run continues where
-  it stopped: same records, same masks) by reading them: the resume fallback
-  of runs whose iterator state is not saved (see pretrain/job.py).
-
-  Start-up costs the same whatever the corpus size (`checked_tfrecords`);
-  every record's checksums are verified as it is read, and a corrupt or
-  truncated record fails the pipeline with an error `bad_record_error`
-  turns into a one-line DataError naming the file and byte offset.
+  As official get_input_fn: files repeated and shuffled, `min(4, #files)` read
+  at a time, records shuffled in a buffer of 100, batches of exactly
+  `batch_size`; the file order follows `seed` (official: "sloppy"), so a seeded
+  run is reproducible.  `single_pass` reads every record once in sorted file
+  order (last batch possibly smaller).  Masks are drawn per example from (seed,
+  pipeline, train or eval, example index).  Input pipelines (`input_context`)
+  read disjoint files, or disjoint records when files are fewer.
+  `skip_examples` reads past the first examples undecoded (the resume fallback
+  without saved iterator state).  A corrupt record fails the pipeline with an
+  error `bad_record_error` turns into a one-line DataError.
   """
   if single_pass and is_training:
     raise ValueError("get_dataset: single_pass is for reading, not for training")

@@ -202,19 +202,12 @@ class _Fetcher:
 class RepresentationStats:
   """How spread out an encoder's token vectors are (an electra-tf diagnostic).
 
-  Streams hidden states [B, S, H] with input_mask [B, S] and keeps, over the
-  real (mask != 0) tokens, in float64: their count n, sum [H], sum of outer
-  products [H, H] and sum of unit vectors [H].  `result()` gives
-    effective_rank   exp(entropy of p), p = the covariance's eigenvalues over
-                     their sum (Roy & Vetterli, 2007): H for isotropic vectors,
-                     k for vectors spread evenly over k directions, 1 when all
-                     vary along one line
-    mean_cosine      the mean cosine similarity of two distinct real tokens
-                     (0 for directions at random, 1 when all point one way)
-  The rank is of the centered covariance, the cosine uncentered: a mean cosine
-  near 1 is anisotropy (the vectors share a common direction), which many
-  trained encoders show; neither statistic measures what information the
-  vectors hold (docs/learning.md, "Does it learn?").
+  Streams hidden states [B, S, H] with input_mask [B, S]; over the real tokens
+  `result()` gives effective_rank, exp(entropy of the centered covariance's
+  normalised eigenvalues) (Roy & Vetterli, 2007: H isotropic, 1 along one
+  line), and mean_cosine, the uncentered mean cosine of two distinct tokens
+  (near 1: anisotropy).  Neither measures what the vectors hold
+  (docs/learning.md, "Does it learn?").
   """
 
   def __init__(self, hidden_size: int):
