@@ -82,13 +82,11 @@ def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
 class ElectraLearningRate(keras.optimizers.schedules.LearningRateSchedule):
   """Rate of the next update, given how many updates were already applied.
 
-  Keras evaluates a schedule at `optimizer.iterations`, the number of updates
-  applied so far (k - 1 during the k-th update).  In the official graph the
-  global step is incremented next to the update and, with its default
-  (reference) variables, the rate is read after the increment: the k-th
-  update uses lr(k) (the fixture's `plain` case), so the first update is not
-  zero and the update that reaches num_train_steps uses lr(num_train_steps) = 0.
-  Hence this schedule returns `learning_rate_at(iterations + 1)`.
+  Keras evaluates a schedule at `optimizer.iterations` (k - 1 during the k-th
+  update), but in the official graph the k-th update reads lr(k), after the
+  step's increment (the fixture's `plain` case): the first update is not zero
+  and the one reaching num_train_steps uses 0.  Hence
+  `learning_rate_at(iterations + 1)`.
   """
 
   def __init__(self, learning_rate: float, num_train_steps: int,

@@ -264,17 +264,13 @@ class ChunkingTask(TaggingTask):
 class NER(TaggingTask):
   """Named-entity recognition on CoNLL-2003-format files.
 
-  The files are written in hparam `tagging_scheme` (IOB1, IOB2 or BIOES);
-  every tag of train, dev and test must use that scheme's prefixes, and the
-  entity types are those of the training file (a dev or test tag of another
-  type is an error).  Spans are read by the conlleval rule (spans.LENIENT).
-  A sentence keeps the words whose pieces fit max_seq_length; the words cut
-  are predicted O.  Scores over whole sentences against the file's tags,
-  as seqeval computes them: precision, recall, f1 (default mode) and
-  strict_precision, strict_recall, strict_f1 (strict mode with the file's
-  scheme), micro-averaged over types, and per type in the `entities` table;
-  the eval loss is the mean over the kept words.  Defaults to
-  do_lower_case false (a cased vocab).
+  Tags in hparam `tagging_scheme` (IOB1, IOB2, BIOES), the entity types those
+  of the training file (others are an error), spans read by the conlleval
+  rule (spans.LENIENT).  Words cut at max_seq_length are predicted O.  Scores
+  as seqeval over whole sentences: precision, recall, f1 (default mode) and
+  strict_* (strict mode), micro-averaged, and per type in the `entities`
+  table; the eval loss is the mean over kept words.  do_lower_case false by
+  default (a cased vocab).
   """
   help = "named-entity recognition (CoNLL-2003 format; entity F1 as seqeval)"
   serves_entities = True

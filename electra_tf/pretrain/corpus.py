@@ -167,15 +167,11 @@ def read_archive_lines(path: str, rng: random.Random, chunk_lines: int = CHUNK_L
   """The lines of the texts of an xz-compressed tar archive (an OpenWebText
   `urlsf_subset*_data.xz`), text after text, as `read_corpus_lines` reads a file.
 
-  As the official script (which extracts an archive, then shuffles its
-  files), the texts come in an order shuffled by `rng` (from their sorted
-  names). The archive is decompressed as a stream and its texts held in
-  memory, one archive at a time (a few MB for OpenWebText); nothing goes to
-  disk. Members that are not regular files (folders, links) are skipped. A
-  damaged archive, or a file that is not an xz-compressed tar, is a DataError
-  naming it, and so is an archive of .xz archives (the OpenWebText download
-  itself, which must be unpacked first). An archive without texts yields one
-  empty chunk that ends the file.
+  Texts come in an order shuffled by `rng` from their sorted names (official:
+  extract, then shuffle), decompressed as a stream, one archive in memory at a
+  time; non-regular members are skipped.  A damaged or non-xz-tar archive, or
+  an archive of .xz archives (the unpacked download's parent), is a DataError
+  naming it.  An archive without texts yields one empty chunk.
   """
   with open(path, "rb") as raw:
     try:
