@@ -1,8 +1,11 @@
 """Command-line plumbing shared by every command: one `main` contract.
 
-Every command of the project (`run_pretraining.py`, `run_finetuning.py`,
-`data_prep/*.py`, `python -m electra_tf.{convert,export,benchmark}`,
-`tools/soak.py`) defines absl flags and hands its `main()` to `cli.run`:
+Every command of the project (the modules of `electra_tf/commands/`, which
+`run_*.py`, `data_prep/*.py` and `python -m electra_tf.{convert,export,
+benchmark,bench.memory}` run, and the scripts of `tools/`) defines its absl
+flags when it runs, not on import (tests import several commands in one
+process, and absl refuses a flag defined twice), a flag several commands
+take through `define_shared_flag`, and hands its `main()` to `cli.run`:
 
   * a bad flag, a positional argument, or a user error (`is_user_error`: an
     `errors.UserError` such as ConfigError or DataError, a path that does not
@@ -26,6 +29,7 @@ Set ELECTRA_TF_TRACEBACK=1 to see the traceback behind a one-line error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import sys
@@ -34,7 +38,7 @@ from typing import Callable, List, NoReturn, Optional, Sequence
 from absl import app
 from absl import flags
 
-from electra_tf.config import MODEL_SIZES
+from electra_tf.config import MIXED_PRECISIONS, MODEL_SIZES
 from electra_tf.errors import ConfigError, UserError, error_message
 
 # The file-system errors a user's paths cause (a missing input, an output
@@ -154,6 +158,44 @@ def run(main: Callable[[], Optional[int]],
   app.run(absl_main, flags_parser=flags_parser(program))
 
 
+# ------------------------------------------ the flags several commands take
+# Each is defined here, once, with one help text (`define_shared_flag`); the
+# command gives its default and, when the default is None, what it means.
+SHARED_FLAGS = {
+    "vocab_file": (flags.DEFINE_string, {}, "WordPiece vocab, one token per line"),
+    "hparams": (flags.DEFINE_string, {},
+                "JSON object or .json file of official hparams (the flags that set one "
+                "override it)"),
+    "checkpoint": (flags.DEFINE_string, {},
+                   "Project or official checkpoint (prefix or directory)"),
+    "do_lower_case": (flags.DEFINE_boolean, {},
+                      "Lower-case the text (an uncased vocab and model)"),
+    "strip_accents": (flags.DEFINE_boolean, {},
+                      "Strip accents (only when lower-casing, as official)"),
+    "model_size": (flags.DEFINE_enum, {"enum_values": list(MODEL_SIZES)},
+                   "small, base or large"),
+    "mixed_precision": (flags.DEFINE_enum,
+                        {"enum_values": [p for p in MIXED_PRECISIONS if p]},
+                        "Mixed precision (float16 with dynamic loss scaling); default "
+                        "float32"),
+    "jit_compile": (flags.DEFINE_boolean, {}, "XLA-compile the train step"),
+    "pretrain_tfrecords": (flags.DEFINE_string, {},
+                           "Glob(s) of pre-training TFRecords, comma-separated"),
+    "corpus_dir": (flags.DEFINE_string, {}, "Folder of text files"),
+    "skip_invalid_utf8": (flags.DEFINE_boolean, {},
+                          "Skip (and count) corpus lines that are not valid UTF-8 instead "
+                          "of stopping with an error"),
+}
+
+
+def define_shared_flag(name: str, default=None, unset: str = "") -> None:
+  """Defines the SHARED_FLAGS flag `name` with the command's `default`;
+  `unset` says what the command does when a flag of default None is not
+  given ("": nothing to say, e.g. the flag is required)."""
+  define, args, help_text = SHARED_FLAGS[name]
+  define(name, default, help=help_text + (f" (default: {unset})." if unset else "."), **args)
+
+
 # ------------------------------------------------- the two jobs' flags
 def define_job_flags(strategies: Sequence[str]) -> None:
   """The flags run_pretraining.py and run_finetuning.py share.
@@ -166,10 +208,10 @@ def define_job_flags(strategies: Sequence[str]) -> None:
                       "finetuning_data/, vocab.txt and models/.")
   flags.DEFINE_string("model_name", None, "Name of the model: data_dir/models/<model_name> "
                       "(default electra).")
-  flags.DEFINE_enum("model_size", None, list(MODEL_SIZES), "small, base or large.")
+  define_shared_flag("model_size")
   flags.DEFINE_string("model_dir", None, "Where checkpoints, logs and results go.")
-  flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: data_dir/vocab.txt).")
-  flags.DEFINE_string("hparams", None, "JSON object or .json file of official hparams.")
+  define_shared_flag("vocab_file", unset="data_dir/vocab.txt")
+  define_shared_flag("hparams")
   flags.DEFINE_enum("strategy", "auto", list(strategies),
                     "tf.distribute strategy; auto: the TPU if --tpu, else every GPU, "
                     "else the CPU.")
@@ -181,9 +223,8 @@ def define_job_flags(strategies: Sequence[str]) -> None:
                       "official TF1; prefix or directory).")
   flags.DEFINE_string("export_dir", None, "Write a SavedModel here at the end.")
   define_signatures_flag()
-  flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"],
-                    "Mixed precision (float16 with dynamic loss scaling); default float32.")
-  flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step.")
+  define_shared_flag("mixed_precision")
+  define_shared_flag("jit_compile")
 
 
 EXPORT_SIGNATURES = ("ids", "text")
@@ -212,9 +253,10 @@ def export_text_signature(value: str) -> bool:
   return "text" in names
 
 
-def hparam_flags(*extra: str) -> dict:
-  """The values of the job flags named like an hparam (None: not given), and
-  of the `extra` ones."""
-  names = ("model_size", "model_dir", "vocab_file", "do_train", "do_eval",
-           "mixed_precision", "jit_compile") + extra
-  return {name: flags.FLAGS[name].value for name in names}
+def hparam_flags(config_class) -> dict:
+  """The values of the command's flags named like an hparam of `config_class`
+  (a JobConfig dataclass; None: not given), which override it; data_dir and
+  model_name, which place the job, are passed on their own."""
+  names = {field.name for field in dataclasses.fields(config_class) if field.init}
+  return {name: flags.FLAGS[name].value for name in flags.FLAGS
+          if name in names - {"data_dir", "model_name"}}

@@ -1,59 +1,16 @@
-r"""Converts checkpoints between Google's official TF1 layout and the project's.
-
-  python -m electra_tf.convert --official_checkpoint=PREFIX --hparams=JSON \
-      --output_dir=DIR
-    reads a checkpoint in the official variable layout (electra/...,
-    generator/..., generator_predictions/..., discriminator_predictions/...;
-    Google's released electra_small / base / large use it) and writes the
-    project checkpoint DIR/model.ckpt: `tf.train.Checkpoint(model=<the
-    ElectraPretrainer>)`, which every entry point takes as --init_checkpoint.
-
-  python -m electra_tf.convert --to_official --checkpoint=PATH --hparams=JSON \
-      --output_dir=DIR
-    writes DIR/model.ckpt in the official TF1 layout from a project checkpoint
-    (a prefix, or a directory such as a pre-training model_dir).
-
-  python -m electra_tf.convert --to_hf=DIR --checkpoint=PATH --hparams=JSON \
-      --vocab_file=VOCAB [--nodo_lower_case] [--encoder_only]
-    writes DIR/discriminator (transformers' ElectraForPreTraining) and
-    DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
-    checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
-    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
-    card states what the checkpoint was trained with when the pre-training
-    job's record (training_runs.json) is beside it, and only what the
-    checkpoint shows otherwise.
-
-  python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
-    reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
-    or tokenizer.json, the casing from the tokenizer files; a tied generator
-    output layer left out of the file is the word table) and writes
-    DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
-    DIR/vocab.txt: with both folders a project checkpoint
-    of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
-    --hparams=DIR/hparams.json), with one folder the discriminator encoder in
-    the official layout (run_finetuning.py --init_checkpoint=DIR).
-
---hparams (a JSON object or .json file, official names) describes the model,
-as for pre-training.  Both directions are strict: a variable that is
-unmapped, missing or mis-shaped stops the conversion with a one-line error.
-DIR also gets a `checkpoint` state file, so DIR itself works as a checkpoint
-path; it must not exist yet (or be empty) and is written through a temporary
-directory, so a failure leaves nothing under its name.
-"""
+"""Checkpoint conversions: Google's official TF1 layout, the project's, and
+transformers' ELECTRA folders (the command, `python -m electra_tf.convert`:
+electra_tf/commands/convert.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 from typing import Callable, Dict, List, Optional
 
-from absl import flags
 import numpy as np
 
 from electra_tf import checkpoints
-from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import hf
 from electra_tf import train_loop
@@ -256,70 +213,6 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
   return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)
 
 
-FLAGS = flags.FLAGS
-
-
-def _define_flags() -> None:
-  """The command's flags (defined only when run, not when imported)."""
-  flags.DEFINE_string("official_checkpoint", None, "Official TF1 checkpoint prefix to convert.")
-  flags.DEFINE_boolean("to_official", False,
-                       "Convert --checkpoint (project) to the official layout.")
-  flags.DEFINE_string("checkpoint", None, "Project checkpoint prefix or directory.")
-  flags.DEFINE_string("hparams", None, "Pre-training hparams: JSON object or .json file.")
-  flags.DEFINE_string("output_dir", None, "New directory for DIR/model.ckpt.")
-  flags.DEFINE_string("to_hf", None, "New directory for transformers folders of --checkpoint.")
-  flags.DEFINE_list("from_hf", None, "transformers ELECTRA folder(s): DISC_DIR or "
-                    "DISC_DIR,GEN_DIR (safetensors) to convert to --output_dir.")
-  flags.DEFINE_string("vocab_file", None, "--to_hf: the model's WordPiece vocab (default: "
-                      "the vocab.txt beside the checkpoint).")
-  flags.DEFINE_boolean("do_lower_case", None, "--to_hf: the model was trained lower-cased "
-                       "(default: what the checkpoint records, else true).")
-  flags.DEFINE_boolean("encoder_only", False, "--to_hf: export the discriminator encoder "
-                       "alone as ElectraModel (fine-tuned checkpoints).")
-
-
-def main() -> int:
-  if FLAGS.to_hf:
-    vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
-    if not (FLAGS.checkpoint and vocab_file):
-      raise ConfigError("--to_hf needs --checkpoint and --vocab_file (no vocab.txt lies "
-                        "beside the checkpoint)")
-    config = PretrainingConfig.from_flags(
-        FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
-        checkpoint=FLAGS.checkpoint)
-    command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    for folder in project_to_hf(FLAGS.checkpoint, config, vocab_file,
-                                config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only, command):
-      print(f"wrote {folder}")
-    return 0
-  if FLAGS.from_hf:
-    if not FLAGS.output_dir:
-      raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-    print(f"wrote {hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
-    return 0
-  if not FLAGS.output_dir:
-    raise ConfigError("--output_dir is required")
-  if FLAGS.to_official:
-    if not FLAGS.checkpoint or FLAGS.official_checkpoint:
-      raise ConfigError("--to_official needs --checkpoint (and no --official_checkpoint)")
-  elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
-    raise ConfigError("give --official_checkpoint=PREFIX, or --to_official with "
-                      "--checkpoint=PATH")
-  config = PretrainingConfig.from_flags(FLAGS.hparams, {},
-                                        checkpoint=FLAGS.checkpoint or FLAGS.official_checkpoint)
-  if FLAGS.to_official:
-    written = project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
-  else:
-    written = official_to_project(FLAGS.official_checkpoint, config, FLAGS.output_dir)
-  print(f"wrote {written}")
-  return 0
-
-
-def run() -> None:
-  """The command (console script and python -m electra_tf.convert)."""
-  _define_flags()
-  cli.run(main, "electra_tf.convert")
-
-
-if __name__ == "__main__":
-  run()
+if __name__ == "__main__":  # python -m electra_tf.convert
+  from electra_tf.commands import convert  # pylint: disable=g-import-not-at-top
+  convert.run()

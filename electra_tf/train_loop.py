@@ -24,6 +24,7 @@ docs/big_batches.md).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -33,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
@@ -155,7 +156,24 @@ def log(message: str = "") -> None:
   print(message, flush=True)
 
 
-# ------------------------------------------------------------ run records
+# ------------------------------------------------------- model_dir, run records
+@contextlib.contextmanager
+def holding_model_dir(model_dir: str, chief: bool = True) -> Iterator[None]:
+  """A job's hold on its model_dir while it writes there (the chief's; other
+  workers write nothing and get none of it): model_dir checked writable,
+  locked for this job alone (a second one would remove this one's checkpoint
+  in progress as debris and write over its results), and cleared of what
+  killed runs left (`checkpoints.remove_interrupted_writes`)."""
+  if not chief:
+    yield
+    return
+  fileio.check_writable(model_dir, "model_dir")
+  with fileio.exclusive_use(model_dir, "model_dir"):
+    for path in checkpoints.remove_interrupted_writes(model_dir):
+      log(f"Removed {path}, left by an interrupted earlier run")
+    yield
+
+
 def check_run_record(model_dir: str, name: str, record: Mapping[str, object]) -> bool:
   """Refuses a model_dir whose record `name` (JSON) differs from `record`.
 

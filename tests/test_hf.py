@@ -519,8 +519,9 @@ def test_bad_transformers_folders_are_one_line_errors_and_write_nothing(tmp_path
 CONVERT_CASES = """
 import contextlib, io, json, sys
 from absl import flags
-from electra_tf import cli, convert
-convert._define_flags()
+from electra_tf import cli
+from electra_tf.commands import convert
+convert.define_flags()
 results = []
 for argv in json.loads(sys.argv[1]):
   flags.FLAGS.unparse_flags()

@@ -9,6 +9,8 @@ command's --help lists its own flags.
 """
 
 import ast
+import functools
+import json
 import pathlib
 import re
 import shlex
@@ -18,14 +20,37 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-CONSOLE_SCRIPTS = {  # script: the module that defines its flags
-    "electra-pretrain": "electra_tf.commands.pretrain",
-    "electra-finetune": "electra_tf.commands.finetune",
-    "electra-build-vocab": "electra_tf.commands.build_vocab",
-    "electra-build-tfrecords": "electra_tf.commands.build_tfrecords",
-    "electra-inspect-masking": "electra_tf.commands.inspect_masking",
-    "electra-convert": "electra_tf.convert",
-    "electra-export": "electra_tf.export"}
+
+
+def command_modules() -> list:
+  """Every command: the modules of electra_tf/commands/."""
+  return sorted(f"electra_tf.commands.{path.stem}"
+                for path in (REPO / "electra_tf" / "commands").glob("*.py"))
+
+
+def console_scripts() -> dict:
+  """pyproject.toml's [project.scripts]: script -> its command module."""
+  text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+  section = text.split("[project.scripts]\n", 1)[1].split("\n[", 1)[0]
+  return {name: target.split(":")[0]
+          for name, target in re.findall(r'^([\w-]+) = "([\w.:]+)"', section, flags=re.M)}
+
+
+def typed_commands() -> list:
+  """(argv after `python`, command module) of each script or module that
+  runs a command (run_*.py, data_prep/, python -m electra_tf.export, ...)."""
+  paths = [*REPO.glob("run_*.py"), *(REPO / "data_prep").glob("*.py"),
+           *(REPO / "electra_tf").rglob("*.py")]
+  typed = []
+  for path in sorted(paths):
+    found = re.search(r"from electra_tf\.commands import (\w+)",
+                      path.read_text(encoding="utf-8"))
+    if found and path.parent.name != "commands":
+      relative = path.relative_to(REPO)
+      argv = (["-m", ".".join(relative.with_suffix("").parts)]
+              if relative.parts[0] == "electra_tf" else [str(path)])
+      typed.append((argv, f"electra_tf.commands.{found.group(1)}"))
+  return typed
 
 
 def readme_commands(text: str):
@@ -93,9 +118,9 @@ def test_the_readme_install_leaves_the_package_and_its_console_scripts(tmp_path)
     dist = metadata.distribution("electra-tf")
   except metadata.PackageNotFoundError:
     pytest.fail("electra-tf is not installed here: run `pip install -r requirements.txt`")
-  assert {entry.name for entry in dist.entry_points} == set(CONSOLE_SCRIPTS)
+  assert {entry.name for entry in dist.entry_points} == set(console_scripts())
   bin_dir = pathlib.Path(sys.executable).parent
-  for script, module in CONSOLE_SCRIPTS.items():
+  for script, module in console_scripts().items():
     result = subprocess.run([str(bin_dir / script), "--help"], cwd=tmp_path,
                             capture_output=True, text=True, check=False, timeout=300)
     own = command_flags(module)
@@ -107,25 +132,50 @@ def test_the_readme_install_leaves_the_package_and_its_console_scripts(tmp_path)
     assert result.stdout.startswith(first_line), (script, result.stdout[:200])
 
 
+DEFINED_FLAGS = """
+import importlib, json, sys
+from absl import flags
+found = {}
+for module in sys.argv[1:]:
+  command = importlib.import_module(module)
+  before = set(flags.FLAGS)
+  command.define_flags()
+  found[module] = sorted(set(flags.FLAGS) - before)
+  for name in found[module]:  # for the next command's flags of the same name
+    delattr(flags.FLAGS, name)
+print(json.dumps(found))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def defined_flags() -> dict:
+  """Command module -> the flags its define_flags() defines (its own and the
+  shared ones it takes), read in one process without running a command."""
+  result = subprocess.run([sys.executable, "-c", DEFINED_FLAGS, *command_modules()],
+                          cwd=REPO, capture_output=True, text=True, check=True, timeout=600)
+  return json.loads(result.stdout.splitlines()[-1])
+
+
 def command_flags(module: str) -> set:
-  """The flags a command module defines itself (by name), without running it."""
-  text = (REPO / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
-  own = set(re.findall(r"DEFINE_\w+\(\s*\"(\w+)\"", text))
-  if "define_job_flags" in text:
-    own |= {"data_dir", "model_size", "hparams", "strategy", "init_checkpoint"}
-  return own
+  return set(defined_flags()[module])
+
+
+def test_every_command_has_its_console_script():
+  assert sorted(console_scripts().values()) == command_modules()
+  assert {module for _, module in typed_commands()} <= set(command_modules())
 
 
 @pytest.mark.slow
 def test_every_command_answers_help_with_its_own_flags_first(tmp_path):
-  scripts = ["run_pretraining.py", "run_finetuning.py", "data_prep/build_vocab.py",
-             "data_prep/build_tfrecords.py", "data_prep/inspect_masking.py"]
-  modules = ["electra_tf.commands.pretrain", "electra_tf.commands.finetune",
-             "electra_tf.commands.build_vocab", "electra_tf.commands.build_tfrecords",
-             "electra_tf.commands.inspect_masking"]
-  for script, module in zip(scripts, modules):
-    result = subprocess.run([sys.executable, str(REPO / script), "--help"], cwd=tmp_path,
+  """As users type it: its scripts (run_*.py, data_prep/, python -m
+  electra_tf.export, ...), or the command module when it has none."""
+  typed = typed_commands()
+  wrapped = {module for _, module in typed}
+  for argv, module in typed + [(["-m", module], module) for module in command_modules()
+                               if module not in wrapped]:
+    result = subprocess.run([sys.executable, *argv, "--help"], cwd=tmp_path,
                             capture_output=True, text=True, check=False, timeout=300)
     listed = set(re.findall(r"^  --(?:\[no\])?(\w+):", result.stdout, flags=re.M))
-    assert command_flags(module) <= listed, (script, result.stdout[-2000:])
+    own = command_flags(module)
+    assert own and own <= listed, (argv, result.stdout[-2000:])
     assert "absl.flags" not in result.stdout  # absl's own flags only with --helpfull

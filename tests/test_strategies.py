@@ -86,6 +86,7 @@ _RUNNER = textwrap.dedent("""
     from electra_tf import cli
     program, module_name, runs, out_dir = sys.argv[1:5]
     command = __import__("electra_tf.commands." + module_name, fromlist=["main"])
+    command.define_flags()
     for name, argv in json.loads(runs):
       directory = os.path.join(out_dir, name)
       os.makedirs(directory)

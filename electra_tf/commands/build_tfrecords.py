@@ -22,37 +22,39 @@ from electra_tf import cli
 from electra_tf.pretrain import tfrecords
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus_dir", None, "Folder of pre-training text files.")
-flags.DEFINE_string("openwebtext_dir", None,
-                    "The unpacked OpenWebText release's openwebtext/ folder of "
-                    "urlsf_subset*_data.xz archives (read directly, as official).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab, one token per line.")
-flags.DEFINE_string("output_dir", None, "Where the TFRecords are written.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-flags.DEFINE_integer("num_processes", 1,
-                     "As official: the output of this many processes (job j reads the "
-                     "files i with i % N == j and writes the output files i with "
-                     "i % N == j). The work runs on --num_workers processes.")
-flags.DEFINE_integer("num_workers", None,
-                     "Tokenizing processes (default: the cores this process may use); "
-                     "the output is the same for any number.")
-flags.DEFINE_float("checkpoint_every_mb", tfrecords.CHECKPOINT_MB,
-                   "Note the progress (for a rerun to go on from) about every this many "
-                   "MB of input.")
-flags.DEFINE_integer("num_out_files", 1000, "Number of output files.")
-flags.DEFINE_bool("blanks_separate_docs", None,
-                  "Blank lines end documents (default: yes; no with --openwebtext_dir, "
-                  "as official).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing, as official).")
-flags.DEFINE_integer("seed", None, "Seed of the random choices (default: unseeded, as official).")
-flags.DEFINE_enum("tokenizer", "fast", tfrecords.TOKENIZERS,
-                  "fast: tensorflow-text; reference: the pure-Python tokenizer.")
-flags.DEFINE_bool("skip_invalid_utf8", False,
-                  "Skip (and count) corpus lines that are not valid UTF-8 "
-                  "instead of stopping with an error.")
-flags.mark_flags_as_required(["vocab_file", "output_dir"])
-flags.mark_flags_as_mutual_exclusive(["corpus_dir", "openwebtext_dir"], required=True)
+
+
+def define_flags() -> None:
+  cli.define_shared_flag("corpus_dir")
+  flags.DEFINE_string("openwebtext_dir", None,
+                      "The unpacked OpenWebText release's openwebtext/ folder of "
+                      "urlsf_subset*_data.xz archives (read directly, as official).")
+  cli.define_shared_flag("vocab_file")
+  flags.DEFINE_string("output_dir", None, "Where the TFRecords are written.")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
+  flags.DEFINE_integer("num_processes", 1,
+                       "As official: the output of this many processes (job j reads the "
+                       "files i with i % N == j and writes the output files i with "
+                       "i % N == j). The work runs on --num_workers processes.")
+  flags.DEFINE_integer("num_workers", None,
+                       "Tokenizing processes (default: the cores this process may use); "
+                       "the output is the same for any number.")
+  flags.DEFINE_float("checkpoint_every_mb", tfrecords.CHECKPOINT_MB,
+                     "Note the progress (for a rerun to go on from) about every this many "
+                     "MB of input.")
+  flags.DEFINE_integer("num_out_files", 1000, "Number of output files.")
+  flags.DEFINE_bool("blanks_separate_docs", None,
+                    "Blank lines end documents (default: yes; no with --openwebtext_dir, "
+                    "as official).")
+  cli.define_shared_flag("do_lower_case", True)
+  cli.define_shared_flag("strip_accents", True)
+  flags.DEFINE_integer("seed", None,
+                       "Seed of the random choices (default: unseeded, as official).")
+  flags.DEFINE_enum("tokenizer", "fast", tfrecords.TOKENIZERS,
+                    "fast: tensorflow-text; reference: the pure-Python tokenizer.")
+  cli.define_shared_flag("skip_invalid_utf8", False)
+  flags.mark_flags_as_required(["vocab_file", "output_dir"])
+  flags.mark_flags_as_mutual_exclusive(["corpus_dir", "openwebtext_dir"], required=True)
 
 PROGRAM = "build_tfrecords.py"
 
@@ -84,6 +86,7 @@ def main() -> int:
 
 def run() -> None:
   """The command (console script and data_prep/build_tfrecords.py)."""
+  define_flags()
   cli.run(main, PROGRAM)
 
 

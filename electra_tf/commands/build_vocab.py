@@ -19,17 +19,18 @@ from electra_tf import fileio
 from electra_tf.pretrain import vocab as vocab_lib
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus_dir", None, "Folder of text files.")
-flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
-flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
-flags.DEFINE_string("output_file", None, "Where the vocab is written.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-flags.DEFINE_bool("strip_accents", True, "Strip accents (only when lower-casing).")
-flags.DEFINE_bool("skip_invalid_utf8", False,
-                  "Skip corpus lines that are not valid UTF-8 instead of "
-                  "stopping with an error.")
-flags.mark_flags_as_required(["vocab_size", "output_file"])
-flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
+
+
+def define_flags() -> None:
+  cli.define_shared_flag("corpus_dir")
+  flags.DEFINE_list("corpus_files", None, "Comma-separated text files.")
+  flags.DEFINE_integer("vocab_size", None, "Largest vocab size.")
+  flags.DEFINE_string("output_file", None, "Where the vocab is written.")
+  cli.define_shared_flag("do_lower_case", True)
+  cli.define_shared_flag("strip_accents", True)
+  cli.define_shared_flag("skip_invalid_utf8", False)
+  flags.mark_flags_as_required(["vocab_size", "output_file"])
+  flags.mark_flags_as_mutual_exclusive(["corpus_dir", "corpus_files"], required=True)
 
 
 def main() -> int:
@@ -53,6 +54,7 @@ def main() -> int:
 
 def run() -> None:
   """The command (console script and data_prep/build_vocab.py)."""
+  define_flags()
   cli.run(main, "build_vocab.py")
 
 

@@ -30,7 +30,6 @@ from electra_tf.finetune import config as finetune_config
 from electra_tf.finetune.config import FinetuningConfig
 
 FLAGS = flags.FLAGS
-cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
 
 
 class _TaskNamesFlag(flags.Flag):
@@ -49,16 +48,18 @@ class _TaskNamesFlag(flags.Flag):
     del value  # absl sets the help at construction; the property builds it
 
 
-flags.DEFINE_flag(_TaskNamesFlag(flags.ListParser(), flags.CsvListSerializer(","),
-                                 "task_names", None, ""))
+def define_flags() -> None:
+  cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
+  flags.DEFINE_flag(_TaskNamesFlag(flags.ListParser(), flags.CsvListSerializer(","),
+                                   "task_names", None, ""))
 
 
 def main() -> int:
   if not FLAGS.data_dir:
     raise ConfigError("--data_dir is required")
   export_text = cli.export_text_signature(FLAGS.signatures)
-  hparam_flags = cli.hparam_flags("task_names", "init_checkpoint")
-  config = FinetuningConfig.from_flags(FLAGS.hparams, hparam_flags, data_dir=FLAGS.data_dir,
+  config = FinetuningConfig.from_flags(FLAGS.hparams, cli.hparam_flags(FinetuningConfig),
+                                       data_dir=FLAGS.data_dir,
                                        model_name=FLAGS.model_name)
   # Imported once the flags and hparams are valid, so that their errors do
   # not pay for TensorFlow (the task classes, which resolve the single-task
@@ -77,6 +78,7 @@ def main() -> int:
 
 def run() -> None:
   """The command (console script and run_finetuning.py)."""
+  define_flags()
   cli.run(main, "run_finetuning.py")
 
 

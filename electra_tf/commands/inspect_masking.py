@@ -14,14 +14,17 @@ from electra_tf.config import MASK_PROB
 from electra_tf.pretrain import masking_report
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("pretrain_tfrecords", None, "TFRecord glob pattern(s), comma-separated.")
-flags.DEFINE_string("vocab_file", None, "The vocab the records were built with.")
-flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
-flags.DEFINE_float("mask_prob", MASK_PROB, "Share of tokens to mask.")
-flags.DEFINE_integer("seed", 0, "Masking seed.")
-flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
-flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")
-flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file"])
+
+
+def define_flags() -> None:
+  cli.define_shared_flag("pretrain_tfrecords")
+  cli.define_shared_flag("vocab_file")
+  flags.DEFINE_integer("num_examples", 1000, "Examples to mask and count (K).")
+  flags.DEFINE_float("mask_prob", MASK_PROB, "Share of tokens to mask.")
+  flags.DEFINE_integer("seed", 0, "Masking seed.")
+  flags.DEFINE_integer("num_print", 10, "Masked examples to print.")
+  flags.DEFINE_bool("json", False, "End with one JSON line of statistics.")
+  flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file"])
 
 
 def main() -> int:
@@ -32,6 +35,7 @@ def main() -> int:
 
 def run() -> None:
   """The command (console script and data_prep/inspect_masking.py)."""
+  define_flags()
   cli.run(main, "inspect_masking.py")
 
 

@@ -23,14 +23,16 @@ from electra_tf.pretrain import demo
 from electra_tf.pretrain.config import PretrainingConfig
 
 FLAGS = flags.FLAGS
-cli.define_job_flags(config_lib.STRATEGIES)
-flags.DEFINE_string("pretrain_tfrecords", None,
-                    "Glob(s) of TFRecords, comma-separated (default: "
-                    "data_dir/pretrain_tfrecords/pretrain_data.tfrecord*).")
-flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")
-flags.DEFINE_string("export_hf", None,
-                    "At the end, also write DIR/discriminator and DIR/generator in "
-                    "transformers' ELECTRA layout (python -m electra_tf.convert --to_hf).")
+
+
+def define_flags() -> None:
+  cli.define_job_flags(config_lib.STRATEGIES)
+  cli.define_shared_flag("pretrain_tfrecords",
+                         unset="data_dir/pretrain_tfrecords/pretrain_data.tfrecord*")
+  flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")
+  flags.DEFINE_string("export_hf", None,
+                      "At the end, also write DIR/discriminator and DIR/generator in "
+                      "transformers' ELECTRA layout (python -m electra_tf.convert --to_hf).")
 
 
 def main() -> int:
@@ -38,7 +40,7 @@ def main() -> int:
   logging.set_verbosity(logging.WARNING)
   use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
   export_text = cli.export_text_signature(FLAGS.signatures)
-  overrides = cli.hparam_flags("pretrain_tfrecords", "num_train_steps")
+  overrides = cli.hparam_flags(PretrainingConfig)
   # Only --do_eval: evaluate without training; the demo does both.
   if overrides["do_train"] is None:
     overrides["do_train"] = not overrides["do_eval"] or use_demo
@@ -68,6 +70,7 @@ def main() -> int:
 
 def run() -> None:
   """The command (console script and run_pretraining.py)."""
+  define_flags()
   cli.run(main, "run_pretraining.py")
 
 

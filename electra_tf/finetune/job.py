@@ -488,12 +488,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
     checkpoints.check_restorable(build_discriminator_encoder(
         config.encoder_config(), config.effective_embedding_size), init_checkpoint)
 
-  fileio.check_writable(config.model_dir, "model_dir")
-  # One job per model_dir: a second one would remove the first one's
-  # checkpoint in progress as debris and write over its results.
-  with fileio.exclusive_use(config.model_dir, "model_dir"):
-    for path in checkpoints.remove_interrupted_writes(config.model_dir):
-      _log(f"Removed {path}, left by an interrupted earlier run")
+  with train_loop.holding_model_dir(config.model_dir):
     results = outputs.load_results(config) if (
         config.do_train and config.do_eval and has_record) else []
     for trial in range(1, config.num_trials + 1):

@@ -34,7 +34,6 @@ its JSON twin and `curves.png` (training losses, learning rate, eval metrics).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -554,15 +553,10 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   chief = distribution.is_chief(strategy)
   if chief:
     train_loop.check_run_record(config.model_dir, RUN_RECORD, config.architecture())
-    fileio.check_writable(config.model_dir, "model_dir")
-  # One job per model_dir: a second one would remove the first one's
-  # checkpoint in progress as debris and write over its results.
-  with fileio.exclusive_use(config.model_dir, "model_dir") if chief else contextlib.nullcontext():
+  with train_loop.holding_model_dir(config.model_dir, chief):
     if chief:
       train_loop.keep_vocab_beside(config.model_dir, config.vocab_file)
       train_loop.write_run_record(config.model_dir, RUN_RECORD, config.architecture())
-      for path in checkpoints.remove_interrupted_writes(config.model_dir):
-        _log(f"Removed {path}, left by an interrupted earlier run")
     results: Dict[str, float] = {}
     try:
       if config.do_train:

@@ -1,0 +1,92 @@
+r"""Exports the discriminator as a TensorFlow SavedModel.
+
+  python -m electra_tf.export --checkpoint=PATH --hparams=JSON \
+      --vocab_file=VOCAB --export_dir=DIR [--nodo_lower_case] [--nostrip_accents]
+  python -m electra_tf.export --checkpoint=PATH --hparams=JSON --export_dir=DIR \
+      --signatures=ids
+
+PATH is a project checkpoint (prefix or directory, e.g. a pre-training
+model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
+as for pre-training; VOCAB is the model's WordPiece vocab, with the
+lower-casing and accent stripping the model was trained with.  The
+SavedModel's `serving_default` signature takes int32 `input_ids`,
+`input_mask`, `segment_ids` of shape [batch, seq] (any batch, any seq up to
+max_position_embeddings) and returns float32:
+  sequence_output       [batch, seq, hidden]  last discriminator layer
+  pooled_output         [batch, hidden]       the [CLS] vector
+  discriminator_logits  [batch, seq]          replaced-token logits
+  discriminator_probs   [batch, seq]          sigmoid of the logits
+(the last two only when the model has a discriminator head, i.e. an
+ElectraPretrainer with electra_objective).  Its `text` signature
+(electra_tf.serving_text) takes tf.string `text` [batch], tokenizes each text
+in the graph, packs it as `[CLS] text [SEP]` cut to max_seq_length (the
+hparam) and padded to the longest row, and returns the same outputs with seq
+= that length, plus
+  tokens                [batch, seq]          string word pieces ("" padding)
+  input_mask            [batch, seq]          int32, 1 on the pieces
+It loads with `tf.saved_model.load` after `import tensorflow_text`, without
+this project; with --signatures=ids (no `text` signature, no vocab) it loads
+with TensorFlow alone.  The export is written to a temporary directory and renamed,
+so a crash never leaves a half-written export under DIR.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from electra_tf import checkpoints
+from electra_tf import cli
+from electra_tf import config as config_lib
+from electra_tf import tokenization
+from electra_tf.errors import ConfigError
+from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.pretrain.model import build_model
+from electra_tf.serving import export_saved_model
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  cli.define_shared_flag("checkpoint")
+  cli.define_shared_flag("hparams")
+  cli.define_shared_flag("vocab_file", unset="the vocab.txt beside the checkpoint; needed by "
+                         "the `text` signature")
+  cli.define_shared_flag("do_lower_case", unset="what the checkpoint records, else true")
+  cli.define_shared_flag("strip_accents", True)
+  flags.DEFINE_string("export_dir", None, "New directory for the SavedModel.")
+  cli.define_signatures_flag()
+  flags.mark_flags_as_required(["checkpoint", "export_dir"])
+
+
+def main() -> int:
+  vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
+  config = PretrainingConfig.from_flags(
+      FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
+      checkpoint=FLAGS.checkpoint)
+  tokenizer = None
+  if cli.export_text_signature(FLAGS.signatures):
+    if not vocab_file:
+      raise ConfigError("--vocab_file is required for the text signature: there is no "
+                        f"vocab.txt beside {FLAGS.checkpoint} (or export the ids signature "
+                        "alone: --signatures=ids)")
+    tokenizer = tokenization.FullTokenizer(vocab_file, config.do_lower_case,
+                                           FLAGS.strip_accents)
+    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, vocab_file)
+    tokenization.special_ids(tokenizer.vocab, vocab_file)
+  prefix = checkpoints.resolve_checkpoint(FLAGS.checkpoint)
+  pretrainer = build_model(config)
+  checkpoints.restore_from_checkpoint(pretrainer, prefix)
+  export_dir = export_saved_model(pretrainer, FLAGS.export_dir, tokenizer=tokenizer,
+                                  max_seq_length=config.max_seq_length)
+  print(f"wrote {export_dir}")
+  return 0
+
+
+def run() -> None:
+  """The command (console script and python -m electra_tf.export)."""
+  define_flags()
+  cli.run(main, "electra_tf.export")
+
+
+if __name__ == "__main__":
+  run()
