@@ -7,7 +7,7 @@ encoder).  `serving_default`: int32 input_ids, input_mask, segment_ids
 discriminator_probs [batch, seq].  With a tokenizer, also the `text`
 signature (serving_text; needs `import tensorflow_text` to load): tf.string
 `text` [batch] -> the same plus `tokens` and `input_mask`.  The command is
-electra_tf/export.py; finetune/export.py reuses these pieces.
+electra_tf/commands/export.py; finetune/export.py reuses these pieces.
 """
 
 from __future__ import annotations
