@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from electra_tf.bench import memory
+from electra_tf.bench import peak_memory as memory
 
 
 def test_accumulation_for_picks_the_fewest_steps_that_divide_the_batch():

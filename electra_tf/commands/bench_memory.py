@@ -45,7 +45,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
-from electra_tf.bench import memory
+from electra_tf.bench import peak_memory
 from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES
 from electra_tf.errors import ConfigError
@@ -76,7 +76,7 @@ def define_flags() -> None:
 
 def measure_in_subprocess(model_size: str, seq_length: int, batch_size: int,
                           recompute: bool) -> Dict[str, Any]:
-  """`memory.measure` in a fresh process (this command with --measure);
+  """`peak_memory.measure` in a fresh process (this command with --measure);
   {"error": ...} when that process fails."""
   command = [sys.executable, "-m", "electra_tf.bench.memory",
              f"--measure={model_size},{seq_length},{batch_size},{int(recompute)}"]
@@ -141,7 +141,7 @@ def main() -> int:
   started = record.utc_now()
   if FLAGS.measure:
     size, seq, batch, recompute = FLAGS.measure.split(",")
-    print(json.dumps(memory.measure(size, int(seq), int(batch), recompute == "1",
+    print(json.dumps(peak_memory.measure(size, int(seq), int(batch), recompute == "1",
                              FLAGS.mixed_precision, FLAGS.hparams)), flush=True)
     return 0
   unknown = sorted(set(FLAGS.model_sizes) - set(MODEL_SIZES))
@@ -159,7 +159,7 @@ def main() -> int:
   if FLAGS.output:
     fileio.check_writable(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
   # Bad hparams fail here, once, not in every subprocess.
-  memory.pretraining_config(FLAGS.model_sizes[0], seq_lengths[0], batch_sizes[0], False,
+  peak_memory.pretraining_config(FLAGS.model_sizes[0], seq_lengths[0], batch_sizes[0], False,
                      FLAGS.mixed_precision, FLAGS.hparams)
   recomputes = {"off": [False], "on": [True], "both": [False, True]}[FLAGS.recompute]
   measurements, fits = [], []
@@ -175,7 +175,7 @@ def main() -> int:
                                             FLAGS.max_batch))
   device = next((m["device"] for m in measurements if "device" in m), None)
   result = {"device": device, "measurements": measurements,
-            "projection": memory.project(measurements, budgets)}
+            "projection": peak_memory.project(measurements, budgets)}
   if FLAGS.memory_budget_gb is not None:
     result["fits"] = fits
   print(json.dumps(result), flush=True)

@@ -48,7 +48,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import config as config_lib
-from electra_tf import convert
+from electra_tf import conversion
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
@@ -83,7 +83,7 @@ def main() -> int:
         FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
         checkpoint=FLAGS.checkpoint)
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    for folder in convert.project_to_hf(FLAGS.checkpoint, config, vocab_file,
+    for folder in conversion.project_to_hf(FLAGS.checkpoint, config, vocab_file,
                                         config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only,
                                         command):
       print(f"wrote {folder}")
@@ -91,7 +91,7 @@ def main() -> int:
   if FLAGS.from_hf:
     if not FLAGS.output_dir:
       raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-    print(f"wrote {convert.hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
+    print(f"wrote {conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
     return 0
   if not FLAGS.output_dir:
     raise ConfigError("--output_dir is required")
@@ -104,9 +104,9 @@ def main() -> int:
   config = PretrainingConfig.from_flags(FLAGS.hparams, {},
                                         checkpoint=FLAGS.checkpoint or FLAGS.official_checkpoint)
   if FLAGS.to_official:
-    written = convert.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
+    written = conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:
-    written = convert.official_to_project(FLAGS.official_checkpoint, config, FLAGS.output_dir)
+    written = conversion.official_to_project(FLAGS.official_checkpoint, config, FLAGS.output_dir)
   print(f"wrote {written}")
   return 0
 
