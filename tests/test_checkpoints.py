@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf import checkpoints, convert, errors
+from electra_tf import checkpoints, conversion, errors
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
@@ -31,7 +31,7 @@ def fixture_hparams(official_debug_fixture):
 def converted(official_debug_fixture, fixture_hparams, tmp_path_factory):
   """The fixture's official checkpoint converted by the CLI: its directory."""
   output_dir = tmp_path_factory.mktemp("converted") / "electra"
-  assert convert.official_to_project(
+  assert conversion.official_to_project(
       str(official_debug_fixture / "model.ckpt"), PretrainingConfig.create(fixture_hparams),
       str(output_dir)) == str(output_dir / "model.ckpt")
   return output_dir
@@ -48,7 +48,7 @@ def test_convert_round_trip_gives_back_the_official_checkpoint(
       "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
   assert checkpoints.is_project_checkpoint(str(converted / "model.ckpt"))
   back_dir = tmp_path / "official"
-  convert.project_to_official(str(converted), PretrainingConfig.create(fixture_hparams),
+  conversion.project_to_official(str(converted), PretrainingConfig.create(fixture_hparams),
                               str(back_dir))
   original = read_all(official_debug_fixture / "model.ckpt")
   back = read_all(back_dir / "model.ckpt")
@@ -164,7 +164,7 @@ def test_conversion_errors_name_the_problem_and_leave_nothing(
 
   def fails(checkpoint, hparams=fixture_hparams, output_dir=output):
     with pytest.raises(ValueError) as error:
-      convert.official_to_project(checkpoint, PretrainingConfig.create(hparams),
+      conversion.official_to_project(checkpoint, PretrainingConfig.create(hparams),
                                   str(output_dir))
     assert "\n" not in str(error.value)
     return str(error.value)

@@ -123,7 +123,7 @@ def test_links_between_pages_land_on_a_file_and_a_heading(path):
 
 def test_gpu_projection_is_the_memory_tools_fit_of_the_measured_table():
   """docs/big_batches.md's projection (and its slopes) is what
-  electra_tf.bench.memory.project gives for the measured table above it."""
+  electra_tf.bench.peak_memory.project gives for the measured table above it."""
   from electra_tf.bench import peak_memory as memory  # pylint: disable=g-import-not-at-top
   text = page("docs/big_batches.md")
   measured = text.split("## Memory figures (measured)", 1)[1].split('"step s" is', 1)[0]

@@ -19,6 +19,7 @@ first match wins); a new objective is a class and a REGISTRY line.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple, Type
 
@@ -34,7 +35,7 @@ Tensors = Dict[str, tf.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
-class Objective:
+class Objective(abc.ABC):
   """Base of the objectives: their settings (official hparams)."""
   gen_weight: float = 1.0
   disc_weight: float = DISC_WEIGHT
@@ -60,9 +61,9 @@ class Objective:
     """The loss needs the vocab's special ids (the pretrainer's special_ids)."""
     return self.two_tower
 
+  @abc.abstractmethod
   def denominators(self, model: Any, batch: Mapping[str, tf.Tensor]) -> Tensors:
     """name -> float32 scalar: the losses' denominators on `batch`."""
-    raise NotImplementedError
 
   def named(self, loss_denominators: Any) -> Optional[Tensors]:
     """`loss_denominators` as a name -> float32 dict: a mapping as it is, a
@@ -76,12 +77,12 @@ class Objective:
     sums = tf.unstack(tf.cast(loss_denominators, tf.float32))
     return dict(zip(self.denominator_names, sums))
 
+  @abc.abstractmethod
   def __call__(self, model: Any, batch: Mapping[str, tf.Tensor],
                training: Optional[bool] = None, sample_seed: Optional[tf.Tensor] = None,
                denominators: Optional[Tensors] = None) -> Tensors:
     """The outputs and losses of `model` (an ElectraPretrainer) on `batch`;
     `denominators` (all of `denominator_names`) replace this batch's sums."""
-    raise NotImplementedError
 
   def loss_summary(self) -> Optional[str]:
     """How total_loss is made, for the start of a run (None: it is obvious)."""
