@@ -160,6 +160,9 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
     results = {"settings": {"model": {"seed": seed}, "steps": 2000,
                             "mlm_steps": {"2000": 3280}},
                "pretraining_runs": [{"objective": "electra", "seed": seed, "steps": 2000}],
+               "pretraining": {"electra": {"evals": {
+                   "1000": {"disc_auc_real_tokens": 0.7},
+                   "2000": {"disc_auc_real_tokens": 0.5 + seed / 100}}}},
                "finetuning_labels100": {"sst": {
                    "electra_2000": {"runs": electra[seed]},
                    "mlm_3280": {"runs": masked[seed]}}}}
@@ -184,3 +187,8 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   assert la.holm([c["p"] for c in seeds["comparisons"]]) == [
       c["p_holm"] for c in seeds["comparisons"]]
   assert [r["seed"] for r in seeds["pretraining_runs"]] == [1, 2, 3]
+  # Each run's held-out evaluation where its schedule ends (step 2,000), not before.
+  assert [(e["seed"], e["disc_auc_real_tokens"]) for e in seeds["pretraining_evals"]] == [
+      (1, 0.51), (2, 0.52), (3, 0.53)]
+  table = la.seeds_pretraining_table(seeds["pretraining_evals"]).splitlines()
+  assert table[2] == "| ELECTRA, seed 1 | 2,000 | - | 0.510 | - | - | - | - |"

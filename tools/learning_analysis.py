@@ -424,13 +424,20 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
   if not paths:
     return None
   runs_by_task: Dict[str, Dict[str, Dict[int, Dict[str, float]]]] = {}
-  pretraining = []
+  pretraining, evals = [], []
   for path in paths:
     results = json.loads(path.read_text())
     seed = results["settings"]["model"]["seed"]
     mlm_step = results["settings"]["mlm_steps"][str(results["settings"]["steps"])]
     pretraining += [dict(run, results=str(path.relative_to(study_dir)))
                     for run in results.get("pretraining_runs", [])]
+    for run in results.get("pretraining_runs", []):
+      name = "electra" if run["objective"] == "electra" else "mlm"
+      held_out = results.get("pretraining", {}).get(name, {}).get("evals", {}).get(
+          str(run["steps"]))
+      if held_out:
+        evals.append({"objective": run["objective"], "seed": run["seed"],
+                      "steps": run["steps"], **held_out})
     for task, by_start in results.get("finetuning_labels100", {}).items():
       for objective, start in (("electra", f"electra_{results['settings']['steps']}"),
                                ("masked_lm", f"mlm_{mlm_step}")):
@@ -439,7 +446,9 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
               by_start[start]["runs"])
   random = {task: by_start["random_init"]["runs"]
             for task, by_start in main["finetuning_labels100"].items()}
-  out = {"pretraining_runs": pretraining, "tasks": {}}
+  out = {"pretraining_runs": pretraining, "tasks": {},
+         "pretraining_evals": sorted(evals, key=lambda e: (e["objective"] != "electra",
+                                                           e["seed"]))}
   comparisons = []
   for task, objectives in sorted(runs_by_task.items()):
     all_runs = [runs for by_seed in objectives.values() for runs in by_seed.values()]
@@ -579,11 +588,28 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
         tables[f"{study}/{setting}"] = setting_tables(value)
-  if analyses.get(SEEDS_STUDY):
+  seeds = analyses.get(SEEDS_STUDY)
+  if seeds and seeds["pretraining_evals"]:
+    tables[f"{SEEDS_STUDY}/pretraining"] = seeds_pretraining_table(seeds["pretraining_evals"])
+  if seeds and seeds["tasks"]:
     tables[SEEDS_STUDY] = seeds_tables(
-        analyses[SEEDS_STUDY],
-        analyses["large_corpus"]["finetuning_labels100"]["baselines"])
+        seeds, analyses["large_corpus"]["finetuning_labels100"]["baselines"])
   return tables
+
+
+SEEDS_EVAL_KEYS = ("masked_lm_accuracy", "disc_auc_real_tokens", "disc_precision",
+                   "disc_recall", "disc_accuracy", "disc_always_real_accuracy")
+
+
+def seeds_pretraining_table(evals: Sequence[Dict]) -> str:
+  """Each seed run's held-out evaluation where its schedule ends."""
+  lines = ["| run (held-out text, end of its schedule) | step | " + " | ".join(
+      SEEDS_EVAL_KEYS) + " |", "|---|---|" + "---|" * len(SEEDS_EVAL_KEYS)]
+  for e in evals:
+    label = "ELECTRA" if e["objective"] == "electra" else "masked LM"
+    lines.append(f"| {label}, seed {e['seed']} | {e['steps']:,} | " + " | ".join(
+        "-" if e.get(k) is None else f"{e[k]:.3f}" for k in SEEDS_EVAL_KEYS) + " |")
+  return "\n".join(lines)
 
 
 TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
