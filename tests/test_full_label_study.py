@@ -204,6 +204,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   results = json.loads((work_dir / "results.json").read_text())
 
   mlm_steps = json.loads((study / "results.json").read_text())["settings"]["mlm_steps"]["2"]
+  study = study.resolve()  # results.json's paths are absolute, symlinks resolved
   assert results["pretraining_runs"] == [
       {"objective": "electra", "seed": 0, "steps": 2,
        "checkpoint": str(study / "pretraining" / "electra" / "ckpt-2"), "study_dir": str(study)},
