@@ -27,7 +27,10 @@ For every fine-tuning setting of every committed study (the runs under
     products) and without those lookups (a lookup is a copy).
 With the pre-training seeds of `large_corpus_seeds/seed*/results.json`, it
 also compares the objectives with the pre-training run as the unit: each run's
-mean over its fine-tuning seeds, then Welch over the runs.
+mean over its fine-tuning seeds, then Welch over the runs. With the
+full-training-set study of `full_labels/results.json` (tools/full_label_study.py),
+it compares the objectives the same way, each run scored at the learning rate
+its selection set chose (analyse_full_labels).
 
 --write stores the analysis as `analysis` (and `pretraining_runs` where a
 results.json lacks them) in each results.json and rewrites the tables between
@@ -480,6 +483,53 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
   return out
 
 
+FULL_LABELS_STUDY = "full_labels"
+FULL_LABELS_TASKS = ("cola", "sst", "chunk")  # the paper's GLUE order, then chunking
+FULL_LABELS_GROUPS = (("random_init", "random initialisation"), ("electra", "ELECTRA"),
+                      ("masked_lm", "masked LM at equal FLOPs"))
+
+
+def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
+  """The full-training-set study (tools/full_label_study.py) with the
+  pre-training run as the unit (random initialisation: each init seed).
+
+  For each task: each start's dev score at its chosen learning rate, grouped
+  by objective (the start's name before `_seed`: random_init, electra,
+  masked_lm), with the group's mean and sd over its starts; ELECTRA − masked
+  LM, ELECTRA − random init and masked LM − random init with Welch over the
+  starts, and Holm over the family (every task); the trivial baselines fitted
+  on the training examples the starts fine-tuned on (the first
+  settings.train_examples[task]), scored on the dev set.
+  """
+  out = {"tasks": {}, "comparisons": []}
+  tasks = [t for t in FULL_LABELS_TASKS if t in results.get("finetuning", {})]
+  for task in tasks:
+    groups: Dict[str, Dict[str, float]] = {}
+    lrs: Dict[str, Dict[str, float]] = {}
+    for start, record in sorted(results["finetuning"][task].items()):
+      if "dev" in record:
+        group = start.rsplit("_seed", 1)[0]
+        groups.setdefault(group, {})[start] = record["dev"]
+        lrs.setdefault(group, {})[start] = record["chosen_lr"]
+    out["tasks"][task] = {
+        "groups": {group: {"dev": by_start, "chosen_lr": lrs[group],
+                           **dict(zip(("mean", "sd"), mean_sd(list(by_start.values()))))}
+                   for group, by_start in groups.items()},
+        "train_examples": results["settings"]["train_examples"][task],
+        "baselines": trivial_baselines(task, results["settings"]["train_examples"][task],
+                                       data_dir)}
+    for start, against in (("electra", "masked_lm"), ("electra", "random_init"),
+                           ("masked_lm", "random_init")):
+      if start in groups and against in groups:
+        out["comparisons"].append({"task": task, "start": start, "against": against,
+                                   **welch(list(groups[start].values()),
+                                           list(groups[against].values()))})
+  for comparison, adjusted in zip(out["comparisons"], holm([c["p"] for c in out["comparisons"]])):
+    comparison["p_holm"] = adjusted
+  out["family_size"] = sum(c["p"] is not None for c in out["comparisons"])
+  return out
+
+
 # ------------------------------------------------------------------ tables
 def fmt_p(p: Optional[float]) -> str:
   if p is None:
@@ -578,12 +628,50 @@ def seeds_tables(seeds: Dict, baselines: Dict) -> str:
   return "\n".join(lines)
 
 
+def full_labels_tables(analysis: Dict) -> str:
+  """Two markdown tables of analyse_full_labels: each group's dev score
+  (mean ± sd over runs, then each run's) beside the trivial baselines, with
+  the learning rates chosen; and the comparisons, the run as the unit."""
+  tasks = [t for t in FULL_LABELS_TASKS if t in analysis["tasks"]]
+  header = "| " + " | ".join(TASK_TITLE[t] for t in tasks) + " |"
+  rule = "|---|" + "---|" * len(tasks)
+  by_task = analysis["tasks"]
+  lines = ["| start (full training set less the selection set; dev at the chosen learning "
+           f"rate, mean ± sd over runs (each run)) {header}", rule,
+           "| training examples | " + " | ".join(
+               f"{by_task[t]['train_examples']:,}" for t in tasks) + " |",
+           f"| trivial baseline on the same examples ({BASELINE_NAMES}) | " + " | ".join(
+               baseline_cell(t, by_task[t]["baselines"]) for t in tasks) + " |"]
+  for group, label in FULL_LABELS_GROUPS:
+    cells, chosen = [], []
+    for t in tasks:
+      g = by_task[t]["groups"].get(group)
+      cells.append("-" if g is None else f"{g['mean']:.1f} ± {g['sd']:.1f} ("
+                   + ", ".join(f"{v:.1f}" for v in g["dev"].values()) + ")")
+      chosen.append("-" if g is None else ", ".join(f"{lr:g}" for lr in g["chosen_lr"].values()))
+    runs = max((len(by_task[t]["groups"][group]["dev"]) for t in tasks
+                if group in by_task[t]["groups"]), default=0)
+    lines.append(f"| {label} ({runs} run{'s' if runs != 1 else ''}) | " + " | ".join(cells)
+                 + " |")
+    lines.append(f"| {label}: learning rate chosen, each run | " + " | ".join(chosen) + " |")
+  lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
+                f"{analysis['family_size']}) {header}", rule]
+  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
+  for c in analysis["comparisons"]:
+    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
+  names = {"electra": "ELECTRA", "masked_lm": "masked LM", "random_init": "random init"}
+  for (start, against), cells in rows.items():
+    lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
+        comparison_cell(cells[t]) if t in cells else "-" for t in tasks) + " |")
+  return "\n".join(lines)
+
+
 def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
-  """{table name: markdown}: NAME/SETTING for every study's setting, and
-  large_corpus_seeds when the seeds ran."""
+  """{table name: markdown}: NAME/SETTING for every study's setting,
+  large_corpus_seeds when the seeds ran and full_labels when that study ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study == SEEDS_STUDY:
+    if study in (SEEDS_STUDY, FULL_LABELS_STUDY):
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -594,6 +682,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   if seeds and seeds["tasks"]:
     tables[SEEDS_STUDY] = seeds_tables(
         seeds, analyses["large_corpus"]["finetuning_labels100"]["baselines"])
+  if analyses.get(FULL_LABELS_STUDY):
+    tables[FULL_LABELS_STUDY] = full_labels_tables(analyses[FULL_LABELS_STUDY])
   return tables
 
 
@@ -634,6 +724,10 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   seeds = analyse_seeds(study_dir, main)
   if seeds:
     analyses[SEEDS_STUDY] = seeds
+  full_labels = study_dir / FULL_LABELS_STUDY / "results.json"
+  if full_labels.exists():
+    analyses[FULL_LABELS_STUDY] = analyse_full_labels(json.loads(full_labels.read_text()),
+                                                      data_dir)
   return analyses
 
 
@@ -655,6 +749,7 @@ def main() -> int:
   stale = []
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
+  paths[FULL_LABELS_STUDY] = f"{FULL_LABELS_STUDY}/results.json"
   for name, analysis in analyses.items():
     path = study_dir / paths[name]
     stored = json.loads(path.read_text()) if path.exists() else {}

@@ -374,22 +374,39 @@ def finetune(setting_dir: pathlib.Path, data_root: pathlib.Path, vocab_file: str
   model_dir = setting_dir / "runs" / f"{task}_{init}_seed{seed}"
   metrics_file = model_dir / "results" / f"{task}_dev_metrics.json"
   if not metrics_file.exists():
-    model = study_model()
-    hparams = {key: model[key] for key in ("model_size", "embedding_size",
-                                           "model_hparam_overrides")}
-    hparams.update(vocab_size=vocab_size, max_seq_length=128, seed=seed,
-                   use_tfrecords_if_existing=False,
-                   **config_lib.parse_hparams(FLAGS.finetuning_hparams))
-    command = [sys.executable, str(REPO / "run_finetuning.py"), f"--data_dir={data_root}",
-               f"--task_names={task}", f"--model_dir={model_dir}",
-               f"--vocab_file={vocab_file}", "--hparams=" + json.dumps(hparams),
-               f"--init_checkpoint={checkpoint or 'none'}", "--strategy=one_device"]
-    run = subprocess.run(command, capture_output=True, text=True,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    if run.returncode:
-      raise RuntimeError(f"fine-tuning {model_dir.name} failed: "
-                         f"{run.stderr.strip().splitlines()[-1:]}")
+    hparams = finetuning_hparams(study_model(), vocab_size, max_seq_length=128, seed=seed,
+                                 use_tfrecords_if_existing=False,
+                                 **config_lib.parse_hparams(FLAGS.finetuning_hparams))
+    run_finetuning(data_root, task, model_dir, vocab_file, hparams, checkpoint)
   return json.loads(metrics_file.read_text())
+
+
+def finetuning_hparams(model: Dict, vocab_size: int, **overrides) -> Dict:
+  """Fine-tuning hparams for the encoder of a study's `model` (its
+  settings.model): its model_size, embedding_size and model_hparam_overrides,
+  the vocab size, then `overrides`."""
+  hparams = {key: model[key] for key in ("model_size", "embedding_size",
+                                         "model_hparam_overrides")}
+  hparams.update(vocab_size=vocab_size, **overrides)
+  return hparams
+
+
+def run_finetuning(data_root: pathlib.Path, task: str, model_dir: pathlib.Path,
+                   vocab_file: str, hparams: Dict, checkpoint: Optional[str],
+                   *extra_flags: str) -> None:
+  """run_finetuning.py on `task` of data_root/finetuning_data in a subprocess
+  (it resumes), from `checkpoint` (None: random initialisation), its results
+  under model_dir/results/; RuntimeError with its last error line if it fails."""
+  command = [sys.executable, str(REPO / "run_finetuning.py"), f"--data_dir={data_root}",
+             f"--task_names={task}", f"--model_dir={model_dir}",
+             f"--vocab_file={vocab_file}", "--hparams=" + json.dumps(hparams),
+             f"--init_checkpoint={checkpoint or 'none'}", "--strategy=one_device",
+             *extra_flags]
+  run = subprocess.run(command, capture_output=True, text=True,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if run.returncode:
+    raise RuntimeError(f"fine-tuning {model_dir.name} failed: "
+                       f"{run.stderr.strip().splitlines()[-1:]}")
 
 
 # ----------------------------------------------------------------- figures

@@ -1,18 +1,37 @@
-"""The training samples of the learning study's fine-tuning settings.
+"""The training samples of the learning studies' fine-tuning settings.
 
-Both tools/learning_study.py (which fine-tunes on them) and
-tools/learning_analysis.py (which fits the trivial baselines on them) cut a
-task's training file here, so that the two see the same examples.
+tools/learning_study.py (which fine-tunes on them), tools/full_label_study.py
+(which holds out a selection set) and tools/learning_analysis.py (which fits
+the trivial baselines on them) cut a task's training file here, so that they
+all see the same examples.
 """
+
+from typing import List, Tuple
+
+
+def _examples(text: str, task: str) -> Tuple[str, List[str]]:
+  """(header, examples) of a task's training file text: chunking's examples
+  are sentences, which end at a blank line (no header); SST-2 and the other
+  GLUE files have a header line, CoLA's has none."""
+  if task == "chunk":
+    return "", [sentence + "\n\n" for sentence in text.strip("\n").split("\n\n")]
+  lines = text.splitlines(keepends=True)
+  header = 0 if task == "cola" else 1
+  return "".join(lines[:header]), lines[header:]
+
+
+def count_examples(text: str, task: str) -> int:
+  """How many examples a task's training file text holds."""
+  return len(_examples(text, task)[1])
 
 
 def head_examples(text: str, task: str, count: int) -> str:
-  """The first `count` examples of a task's training file text (a header stays):
-  chunking's sentences end at a blank line; SST-2 and the other GLUE files have
-  a header line, CoLA's has none."""
-  if task == "chunk":
-    sentences = text.strip("\n").split("\n\n")
-    return "\n\n".join(sentences[:count]) + "\n\n"
-  lines = text.splitlines(keepends=True)
-  header = 0 if task == "cola" else 1
-  return "".join(lines[:header + count])
+  """The first `count` examples of a task's training file text (a header stays)."""
+  header, examples = _examples(text, task)
+  return header + "".join(examples[:count])
+
+
+def tail_examples(text: str, task: str, count: int) -> str:
+  """The last `count` examples of a task's training file text (a header stays)."""
+  header, examples = _examples(text, task)
+  return header + "".join(examples[len(examples) - count:])
