@@ -59,6 +59,7 @@ from absl import flags
 from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.errors import CheckpointError, ConfigError, DataError
+from electra_tf.pretrain.config import PretrainingConfig
 from tools import learning_analysis
 from tools import learning_study
 from tools import study_samples
@@ -210,14 +211,8 @@ def random_init_checkpoint(model: Dict, seed: int, work_dir: pathlib.Path) -> st
   saved once under work_dir/random_init/; its checkpoint prefix."""
   prefix = work_dir / "random_init" / f"seed{seed}" / "encoder"
   if not prefix.with_name("encoder.index").exists():
-    import tf_keras as keras  # pylint: disable=g-import-not-at-top
     from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
-    from electra_tf.modeling import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
-    from electra_tf.pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
-    config = PretrainingConfig.create(dict(model, seed=seed))
-    keras.utils.set_random_seed(seed)
-    encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
-                                                      config.effective_embedding_size)
+    encoder = learning_study.study_encoder(PretrainingConfig.create(dict(model, seed=seed)))
     prefix.parent.mkdir(parents=True, exist_ok=True)
     checkpoints.save_official_checkpoint(encoder, str(prefix))
   return str(prefix)

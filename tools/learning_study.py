@@ -262,22 +262,30 @@ def pretrain(config: PretrainingConfig, eval_steps: List[int], results: Dict,
     save()
 
 
+def study_encoder(config: PretrainingConfig, checkpoint: Optional[str] = None):
+  """The discriminator encoder of `config` initialised with config.seed and,
+  given a checkpoint, restored from it (the tools that measure or fine-tune
+  the study's encoders build it here)."""
+  import tf_keras as keras  # pylint: disable=g-import-not-at-top
+  from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from electra_tf.modeling import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(config.seed)
+  encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
+                                                    config.effective_embedding_size)
+  if checkpoint:  # the encoder's variables exist once it is constructed
+    checkpoints.restore_from_checkpoint(encoder, checkpoint)
+  return encoder
+
+
 def encoder_stats(config: PretrainingConfig, checkpoint: Optional[str],
                   heldout: str) -> Dict[str, float]:
   """RepresentationStats of the fine-tuned encoder's final token vectors
   (the discriminator, or the masked LM's encoder) over --stats_batches
   batches of the held-out records; checkpoint None: a random initialisation."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tf_keras as keras  # pylint: disable=g-import-not-at-top
-  from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from electra_tf.modeling import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import data as data_lib  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-  keras.utils.set_random_seed(config.seed)
-  encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
-                                                    config.effective_embedding_size)
-  if checkpoint:  # the encoder's variables exist once it is constructed
-    checkpoints.restore_from_checkpoint(encoder, checkpoint)
+  encoder = study_encoder(config, checkpoint)
   stats = metrics_lib.RepresentationStats(config.encoder_config().hidden_size)
   records = tf.data.TFRecordDataset(data_lib.find_tfrecords(heldout)).map(
       lambda record: data_lib.decode_record(record, config.max_seq_length))

@@ -44,6 +44,7 @@ from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.errors import ConfigError, DataError
 from tools import learning_analysis
+from tools import learning_study
 from tools import study_samples
 
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -297,19 +298,8 @@ def checkpoint_exists(prefix: str) -> bool:
 
 
 def build_encoder(settings: Dict, seed: int, checkpoint: Optional[str]):
-  import tf_keras as keras  # pylint: disable=g-import-not-at-top
-  from electra_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from electra_tf.modeling import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
-  from electra_tf.pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
-  config = PretrainingConfig.create(dict(settings["model"], vocab_size=settings["vocab_size"],
-                                         seed=seed))
-  keras.utils.set_random_seed(seed)
-  encoder = encoder_lib.build_discriminator_encoder(config.encoder_config(),
-                                                    config.effective_embedding_size)
-  encoder(np.zeros((1, 2), np.int32), np.ones((1, 2), np.int32), np.zeros((1, 2), np.int32))
-  if checkpoint:
-    checkpoints.restore_from_checkpoint(encoder, checkpoint)
-  return encoder, config
+  return learning_study.study_encoder(learning_study.PretrainingConfig.create(
+      dict(settings["model"], vocab_size=settings["vocab_size"], seed=seed)), checkpoint)
 
 
 def measure_start(encoder, data: Dict[str, Dict[str, TaskSentences]],
@@ -398,7 +388,7 @@ def main() -> int:
     name = start_name(objective, seed)
     if name in results["starts"]:
       continue
-    encoder, _ = build_encoder(settings, seed, checkpoint)
+    encoder = build_encoder(settings, seed, checkpoint)
     results["starts"][name] = dict(objective=objective, seed=seed, steps=steps,
                                    checkpoint=checkpoint, **measure_start(encoder, data, heldout))
     last = results["starts"][name]["layers"][str(len(results["starts"][name]["layers"]) - 1)]
