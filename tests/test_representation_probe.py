@@ -74,6 +74,34 @@ def test_probe_penalty_is_chosen_on_held_out_training_examples_only():
   assert np.mean(first["predictions"] == (dev[:, 0] > 0)) > 0.9
 
 
+def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  from tools import learning_analysis as la  # pylint: disable=g-import-not-at-top
+  sst = {"random_init": [55.0, 56.0], "electra": [60.0, 58.0, 59.0], "masked_lm": [57.0, 57.5]}
+
+  def start(objective, score):
+    stats_ = dict.fromkeys(la.REPRESENTATION_STATS, 0.5)
+    layer = {"probe": {"sst": {"dev": score}, "cola": {"dev": 1.0}, "chunk": {"dev": 30.0}},
+             "statistics": {"heldout": stats_}}
+    return {"objective": objective, "layers": {"0": layer, "1": layer}}
+  results = {"settings": {"probe_train_examples": 100}, "starts": {
+      f"{objective}_seed{i}": start(objective, score)
+      for objective, scores in sst.items() for i, score in enumerate(scores)}}
+  analysis = la.analyse_representations(results, finetuning_data_dir)
+  assert analysis["probe"]["1"]["sst"]["electra"] == {"mean": 59.0, "sd": 1.0, "n": 3}
+  against = {(c["task"], c["start"], c["against"]): c for c in analysis["comparisons"]}
+  assert against[("sst", "electra", "random_init")]["welch_t"] == pytest.approx(
+      stats.ttest_ind(sst["electra"], sst["random_init"], equal_var=False).statistic)
+  # cola and chunk have no spread: no test, so the family is sst's 3 comparisons.
+  assert analysis["family_size"] == 3
+  assert la.holm([c["p"] for c in analysis["comparisons"]]) == [
+      c["p_holm"] for c in analysis["comparisons"]]
+  assert analysis["baselines"]["sst"] == la.trivial_baselines("sst", 100, finetuning_data_dir)
+  table = la.representation_tables(analysis)
+  assert "| 1 | 55.5 ± 0.7 | 59.0 ± 1.0 | 57.2 ± 0.4 |" in table
+  assert "| held-out text, ELECTRA | 0.50 ± 0.00 | 0.50 ± 0.00 | 0.50 ± 0.00 | 0.5 ± 0.0 |" in table
+
+
 def _tiny_task_data(source: pathlib.Path, target: pathlib.Path) -> None:
   for task, suffix in (("sst", "tsv"), ("cola", "tsv"), ("chunk", "txt")):
     (target / task).mkdir(parents=True)

@@ -530,6 +530,104 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
   return out
 
 
+REPRESENTATION_STUDY = "representation_probe"
+REPRESENTATION_TASKS = ("sst", "cola", "chunk")
+REPRESENTATION_STATS = ("uncentered_mean_cosine", "centered_mean_cosine", "mean_share",
+                        "effective_rank", "top_direction_share")
+
+
+def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
+  """The representation probe (tools/representation_probe.py) with the
+  pre-training run as the unit (random initialisation: each init seed).
+
+  probe[layer][task][group]: mean, sd, n of the linear probe's dev score over
+  the group's starts (group: random_init, electra, masked_lm); statistics
+  [set][group][statistic]: the same of the final layer's spread statistics;
+  comparisons: the final layer's probe, ELECTRA − masked LM, ELECTRA − random
+  init and masked LM − random init, Welch over starts, Holm over the family
+  (every task); baselines: the trivial baselines on the probes' training
+  examples.
+  """
+  starts = results["starts"]
+  groups: Dict[str, List[Dict]] = {}
+  for name in sorted(starts):
+    groups.setdefault(starts[name]["objective"], []).append(starts[name])
+  layers = sorted(int(layer) for layer in next(iter(starts.values()))["layers"])
+  final = str(layers[-1])
+
+  def summary(values: List[float]) -> Dict:
+    return dict(zip(("mean", "sd"), mean_sd(values)), n=len(values))
+
+  out: Dict = {"final_layer": int(final), "probe": {}, "statistics": {}, "comparisons": []}
+  for layer in layers:
+    out["probe"][str(layer)] = {task: {group: summary(
+        [s["layers"][str(layer)]["probe"][task]["dev"] for s in members])
+        for group, members in groups.items()} for task in REPRESENTATION_TASKS}
+  for stat_set in next(iter(starts.values()))["layers"][final]["statistics"]:
+    out["statistics"][stat_set] = {group: {key: summary(
+        [s["layers"][final]["statistics"][stat_set][key] for s in members])
+        for key in REPRESENTATION_STATS} for group, members in groups.items()}
+  for task in REPRESENTATION_TASKS:
+    scores = {group: [s["layers"][final]["probe"][task]["dev"] for s in members]
+              for group, members in groups.items()}
+    for start, against in (("electra", "masked_lm"), ("electra", "random_init"),
+                           ("masked_lm", "random_init")):
+      if start in scores and against in scores:
+        out["comparisons"].append({"task": task, "start": start, "against": against,
+                                   **welch(scores[start], scores[against])})
+  for comparison, adjusted in zip(out["comparisons"], holm([c["p"] for c in out["comparisons"]])):
+    comparison["p_holm"] = adjusted
+  out["family_size"] = sum(c["p"] is not None for c in out["comparisons"])
+  out["baselines"] = {task: trivial_baselines(task, results["settings"]["probe_train_examples"],
+                                              data_dir) for task in REPRESENTATION_TASKS}
+  return out
+
+
+def representation_tables(analysis: Dict) -> str:
+  """The probe per layer (mean ± sd over runs), the final layer's spread
+  statistics, and the final layer's comparisons."""
+  names = {"random_init": "random init", "electra": "ELECTRA", "masked_lm": "masked LM"}
+  groups = [g for g in names if g in analysis["probe"]["0"]["sst"]]
+  runs = ", ".join(f"{names[g]} {analysis['probe']['0']['sst'][g]['n']}" for g in groups)
+  lines = ["| layer (linear probe on frozen vectors; mean ± sd over runs: " + runs + ") | "
+           + " | ".join(f"{TASK_TITLE[t]}: {names[g]}" for t in REPRESENTATION_TASKS
+                        for g in groups) + " |",
+           "|---|" + "---|" * (len(REPRESENTATION_TASKS) * len(groups))]
+  for layer, by_task in sorted(analysis["probe"].items(), key=lambda item: int(item[0])):
+    label = "0 (embeddings)" if layer == "0" else layer
+    lines.append(f"| {label} | " + " | ".join(
+        f"{by_task[t][g]['mean']:.1f} ± {by_task[t][g]['sd']:.1f}"
+        for t in REPRESENTATION_TASKS for g in groups) + " |")
+  lines.append(f"| trivial baseline on the same examples ({BASELINE_NAMES}) | " + " | ".join(
+      baseline_cell(t, analysis["baselines"][t]) if g == groups[0] else ""
+      for t in REPRESENTATION_TASKS for g in groups) + " |")
+  sets = {"heldout": "held-out text", "sst_dev": "SST-2 dev", "cola_dev": "CoLA dev",
+          "chunk_dev": "chunking dev"}
+  lines += ["", f"| final layer (layer {analysis['final_layer']}), token vectors | "
+            + " | ".join(REPRESENTATION_STATS) + " |",
+            "|---|" + "---|" * len(REPRESENTATION_STATS)]
+  for stat_set, label in sets.items():
+    for group in groups if stat_set in analysis["statistics"] else ():
+      values = analysis["statistics"][stat_set][group]
+      lines.append(f"| {label}, {names[group]} | " + " | ".join(
+          f"{values[k]['mean']:.2f} ± {values[k]['sd']:.2f}" if k != "effective_rank" else
+          f"{values[k]['mean']:.1f} ± {values[k]['sd']:.1f}" for k in REPRESENTATION_STATS)
+                   + " |")
+  if analysis["comparisons"]:
+    lines += ["", f"| final-layer probe, run as the unit (difference [95% CI]; Welch p, Holm "
+                  f"over {analysis['family_size']}) | "
+              + " | ".join(TASK_TITLE[t] for t in REPRESENTATION_TASKS) + " |",
+              "|---|" + "---|" * len(REPRESENTATION_TASKS)]
+    rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
+    for c in analysis["comparisons"]:
+      rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
+    for (start, against), by_task in rows.items():
+      lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
+          comparison_cell(by_task[t]) if t in by_task else "-"
+          for t in REPRESENTATION_TASKS) + " |")
+  return "\n".join(lines)
+
+
 # ------------------------------------------------------------------ tables
 def fmt_p(p: Optional[float]) -> str:
   if p is None:
@@ -671,7 +769,7 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   large_corpus_seeds when the seeds ran and full_labels when that study ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study in (SEEDS_STUDY, FULL_LABELS_STUDY):
+    if study in (SEEDS_STUDY, FULL_LABELS_STUDY, REPRESENTATION_STUDY):
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -684,6 +782,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
         seeds, analyses["large_corpus"]["finetuning_labels100"]["baselines"])
   if analyses.get(FULL_LABELS_STUDY):
     tables[FULL_LABELS_STUDY] = full_labels_tables(analyses[FULL_LABELS_STUDY])
+  if analyses.get(REPRESENTATION_STUDY):
+    tables[REPRESENTATION_STUDY] = representation_tables(analyses[REPRESENTATION_STUDY])
   return tables
 
 
@@ -728,6 +828,10 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   if full_labels.exists():
     analyses[FULL_LABELS_STUDY] = analyse_full_labels(json.loads(full_labels.read_text()),
                                                       data_dir)
+  representations = study_dir / REPRESENTATION_STUDY / "results.json"
+  if representations.exists():
+    analyses[REPRESENTATION_STUDY] = analyse_representations(
+        json.loads(representations.read_text()), data_dir)
   return analyses
 
 
@@ -750,6 +854,7 @@ def main() -> int:
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
   paths[FULL_LABELS_STUDY] = f"{FULL_LABELS_STUDY}/results.json"
+  paths[REPRESENTATION_STUDY] = f"{REPRESENTATION_STUDY}/results.json"
   for name, analysis in analyses.items():
     path = study_dir / paths[name]
     stored = json.loads(path.read_text()) if path.exists() else {}

@@ -19,11 +19,11 @@ every transformer layer's output):
      quarter of those (held-out training examples, never the dev set), then
      refitted on all of them and scored on the whole dev set (SST-2 accuracy,
      CoLA MCC, chunking F1, x 100).
-Beside them, the trivial baselines on the same training examples
-(tools/learning_analysis.trivial_baselines).  output_dir/results.json holds
-every figure (resumable: a start already measured is kept), `analysis` the
-comparisons with the pre-training run as the unit (tools/learning_analysis:
-Welch over runs, Holm over the family), output_dir/probe.png the figure.
+output_dir/results.json holds every figure (resumable: a start already
+measured is kept) and `analysis` (learning_analysis.analyse_representations:
+the pre-training run as the unit, Welch over runs, Holm over the family, the
+trivial baselines on the probes' training examples beside them);
+output_dir/probe.png the figure.
 """
 
 from __future__ import annotations
@@ -377,10 +377,6 @@ def main() -> int:
   heldout_files = str(pathlib.Path(FLAGS.study_dirs[0]) / "data" / "heldout_tfrecords" / "*")
   heldout = heldout_sequences(heldout_files, settings["model"]["max_seq_length"])
   data = task_data(settings)
-  results["baselines"] = {
-      task: learning_analysis.trivial_baselines(task, FLAGS.probe_train_examples,
-                                                pathlib.Path(FLAGS.finetuning_data_dir))
-      for task in TASKS}
   starts = [("random_init", int(seed), None, 0) for seed in FLAGS.random_init_seeds]
   starts += [(run["objective"], run["seed"], run["checkpoint"], run["steps"])
              for run in results["pretraining_runs"]]
@@ -398,50 +394,15 @@ def main() -> int:
           f" uncentered, {last['statistics']['heldout']['centered_mean_cosine']:.3f} centered",
           flush=True)
     fileio.atomic_write_text(str(results_path), json.dumps(results, indent=1, sort_keys=True))
-  results["analysis"] = analyse(results)
+  results["analysis"] = learning_analysis.analyse_representations(
+      results, pathlib.Path(FLAGS.finetuning_data_dir))
   fileio.atomic_write_text(str(results_path), json.dumps(results, indent=1, sort_keys=True))
   plot(results, output_dir / "probe.png")
   print(f"representation_probe: {results_path}, {output_dir / 'probe.png'}", flush=True)
   return 0
 
 
-# ------------------------------------------------------------------ analysis
-def by_objective(results: Dict, value) -> Dict[str, List[float]]:
-  """{objective: [value(start) for each of its runs]}, random_init first."""
-  grouped: Dict[str, List[float]] = {}
-  for objective in OBJECTIVE_LABEL:
-    for start in results["starts"].values():
-      if start["objective"] == objective:
-        grouped.setdefault(objective, []).append(value(start))
-  return grouped
-
-
-def analyse(results: Dict) -> Dict:
-  """Per layer and task: each objective's probe scores (mean, sd over its
-  runs); the final layer's comparisons ELECTRA - masked LM and each against
-  random initialisation (Welch over runs, Holm over the tasks x pairs)."""
-  layers = sorted(int(l) for l in next(iter(results["starts"].values()))["layers"])
-  final = str(layers[-1])
-  summary = {"probe": {}, "comparisons": []}
-  for layer in layers:
-    for task in TASKS:
-      grouped = by_objective(results, lambda s: s["layers"][str(layer)]["probe"][task]["dev"])
-      summary["probe"].setdefault(str(layer), {})[task] = {
-          objective: dict(zip(("mean", "sd"), learning_analysis.mean_sd(values)), n=len(values))
-          for objective, values in grouped.items()}
-  pairs = [("electra", "masked_lm"), ("electra", "random_init"), ("masked_lm", "random_init")]
-  for task in TASKS:
-    grouped = by_objective(results, lambda s: s["layers"][final]["probe"][task]["dev"])
-    for a, b in pairs:
-      if len(grouped.get(a, [])) > 1 and len(grouped.get(b, [])) > 1:
-        summary["comparisons"].append(dict(task=task, a=a, b=b, layer=int(final),
-                                           **learning_analysis.welch(grouped[a], grouped[b])))
-  adjusted = learning_analysis.holm([c["p"] for c in summary["comparisons"]])
-  for comparison, p in zip(summary["comparisons"], adjusted):
-    comparison["holm_p"] = p
-  return summary
-
-
+# -------------------------------------------------------------------- figure
 def plot(results: Dict, path: pathlib.Path) -> None:
   """Per task the probe's dev score against the layer, and the held-out mean
   cosine (uncentered, centered) against the layer: each run a thin line, each
