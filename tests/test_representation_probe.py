@@ -156,7 +156,10 @@ def test_probe_tool_end_to_end_resumes_and_refuses_bad_input(
   layers = {name: s["layers"]["2"]["statistics"]["heldout"]["effective_rank"]
             for name, s in results["starts"].items()}
   assert len(set(layers.values())) == 3
-  assert {c["task"] for c in results["analysis"]["comparisons"]} == set()  # one ELECTRA run
+  # One ELECTRA run: differences against random initialisation, no tests.
+  assert results["analysis"]["family_size"] == 0
+  assert {(c["task"], c["start"], c["p"]) for c in results["analysis"]["comparisons"]} == {
+      (task, "electra", None) for task in ("sst", "cola", "chunk")}
   assert results["analysis"]["probe"]["2"]["sst"]["random_init"]["n"] == 2
   assert (tmp_path / "out" / "probe.png").stat().st_size > 10000
   # A rerun measures nothing again.
