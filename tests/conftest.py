@@ -116,7 +116,8 @@ def pytest_terminal_summary(terminalreporter):
 LONGEST_FIRST = [
     "tests/test_reliability.py", "tests/test_docs_commands.py[README.md]",
     "tests/test_strategies.py", "tests/test_official_trajectory.py",
-    "tests/test_learning_study.py", "tests/test_docs_commands.py[docs/pretraining.md]",
+    "tests/test_learning_study.py", "tests/test_full_label_study.py",
+    "tests/test_docs_commands.py[docs/pretraining.md]",
     "tests/test_multi_worker.py", "tests/test_hf.py",
     "tests/test_docs_commands.py[docs/huggingface.md]",
     "tests/test_docs_commands.py[docs/serving.md]", "tests/test_training.py",
