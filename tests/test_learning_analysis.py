@@ -97,9 +97,7 @@ def analyses(finetuning_data_dir):
 
 
 def test_stored_analysis_is_the_recomputed_one(analyses):
-  paths = {study.name: STUDY_DIR / study.path for study in la.STUDIES}
-  paths[la.SEEDS_STUDY] = STUDY_DIR / la.SEEDS_STUDY / "analysis.json"
-  paths[la.FULL_LABELS_STUDY] = STUDY_DIR / la.FULL_LABELS_STUDY / "results.json"
+  paths = {name: STUDY_DIR / path for name, path in la.analysis_paths().items()}
   for name, analysis in analyses.items():
     stored = json.loads(paths[name].read_text())
     assert la._close(stored["analysis"], analysis), f"{paths[name]}: rerun --write"  # pylint: disable=protected-access

@@ -818,6 +818,15 @@ def rewrite_doc(text: str, tables: Dict[str, str]) -> str:
   return TABLE_BLOCK.sub(block, text)
 
 
+def analysis_paths() -> Dict[str, str]:
+  """Where each study's `analysis` is stored, relative to the studies' folder."""
+  paths = {study.name: study.path for study in STUDIES}
+  paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
+  for study in (FULL_LABELS_STUDY, REPRESENTATION_STUDY):
+    paths[study] = f"{study}/results.json"
+  return paths
+
+
 def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Dict]:
   analyses = {study.name: analyse_study(study, study_dir, data_dir) for study in STUDIES}
   main = json.loads((study_dir / "large_corpus" / "results.json").read_text())
@@ -851,10 +860,7 @@ def main() -> int:
   doc = pathlib.Path(FLAGS.doc)
   tables = all_tables(analyses)
   stale = []
-  paths = {study.name: study.path for study in STUDIES}
-  paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
-  paths[FULL_LABELS_STUDY] = f"{FULL_LABELS_STUDY}/results.json"
-  paths[REPRESENTATION_STUDY] = f"{REPRESENTATION_STUDY}/results.json"
+  paths = analysis_paths()
   for name, analysis in analyses.items():
     path = study_dir / paths[name]
     stored = json.loads(path.read_text()) if path.exists() else {}
