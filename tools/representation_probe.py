@@ -433,6 +433,7 @@ def plot(results: Dict, path: pathlib.Path) -> None:
         axis.plot(layers, [np.mean([value(s, l) for s in starts]) for l in layers], style,
                   color=color, linewidth=2.2,
                   label=f"{OBJECTIVE_LABEL[objective]} ({len(starts)})" if style == "-" else None)
+    axis.set_xticks(sorted(int(l) for l in next(iter(results["starts"].values()))["layers"]))
     axis.set_xlabel("layer (0: embeddings)")
     axis.set_title(title, fontsize=9)
     axis.grid(alpha=0.3)
