@@ -586,11 +586,11 @@ def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
 def representation_tables(analysis: Dict) -> str:
   """The probe per layer (mean ± sd over runs), the final layer's spread
   statistics, and the final layer's comparisons."""
-  names = {"random_init": "random init", "electra": "ELECTRA", "masked_lm": "masked LM"}
-  groups = [g for g in names if g in analysis["probe"]["0"]["sst"]]
-  runs = ", ".join(f"{names[g]} {analysis['probe']['0']['sst'][g]['n']}" for g in groups)
+  groups = [g for g in ("random_init", "electra", "masked_lm")
+            if g in analysis["probe"]["0"]["sst"]]
+  runs = ", ".join(f"{GROUP_NAMES[g]} {analysis['probe']['0']['sst'][g]['n']}" for g in groups)
   lines = ["| layer (linear probe on frozen vectors; mean ± sd over runs: " + runs + ") | "
-           + " | ".join(f"{TASK_TITLE[t]}: {names[g]}" for t in REPRESENTATION_TASKS
+           + " | ".join(f"{TASK_TITLE[t]}: {GROUP_NAMES[g]}" for t in REPRESENTATION_TASKS
                         for g in groups) + " |",
            "|---|" + "---|" * (len(REPRESENTATION_TASKS) * len(groups))]
   for layer, by_task in sorted(analysis["probe"].items(), key=lambda item: int(item[0])):
@@ -609,7 +609,7 @@ def representation_tables(analysis: Dict) -> str:
   for stat_set, label in sets.items():
     for group in groups if stat_set in analysis["statistics"] else ():
       values = analysis["statistics"][stat_set][group]
-      lines.append(f"| {label}, {names[group]} | " + " | ".join(
+      lines.append(f"| {label}, {GROUP_NAMES[group]} | " + " | ".join(
           f"{values[k]['mean']:.2f} ± {values[k]['sd']:.2f}" if k != "effective_rank" else
           f"{values[k]['mean']:.1f} ± {values[k]['sd']:.1f}" for k in REPRESENTATION_STATS)
                    + " |")
@@ -618,13 +618,7 @@ def representation_tables(analysis: Dict) -> str:
                   f"over {analysis['family_size']}) | "
               + " | ".join(TASK_TITLE[t] for t in REPRESENTATION_TASKS) + " |",
               "|---|" + "---|" * len(REPRESENTATION_TASKS)]
-    rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
-    for c in analysis["comparisons"]:
-      rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
-    for (start, against), by_task in rows.items():
-      lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
-          comparison_cell(by_task[t]) if t in by_task else "-"
-          for t in REPRESENTATION_TASKS) + " |")
+    lines += comparison_rows(analysis["comparisons"], REPRESENTATION_TASKS)
   return "\n".join(lines)
 
 
@@ -651,6 +645,19 @@ def comparison_cell(c: Dict) -> str:
   if c["p_holm"] is not None and c["p_holm"] < ALPHA:
     cell = f"**{cell}**"
   return cell
+
+
+GROUP_NAMES = {"electra": "ELECTRA", "masked_lm": "masked LM", "random_init": "random init"}
+
+
+def comparison_rows(comparisons: Sequence[Dict], tasks: Sequence[str]) -> List[str]:
+  """One table row per (start, against) pair of `comparisons`, a cell per task."""
+  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
+  for c in comparisons:
+    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
+  return [f"| {GROUP_NAMES[start]} − {GROUP_NAMES[against]} | " + " | ".join(
+      comparison_cell(by_task[t]) if t in by_task else "-" for t in tasks) + " |"
+          for (start, against), by_task in rows.items()]
 
 
 def baseline_cell(task: str, baselines: Dict) -> str:
@@ -716,13 +723,7 @@ def seeds_tables(seeds: Dict, baselines: Dict) -> str:
       str(len(seeds["tasks"][t]["finetuning_seeds"])) for t in tasks) + " |")
   lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
                 f"{seeds['family_size']}) {header}", rule]
-  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
-  for c in seeds["comparisons"]:
-    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
-  names = {"electra": "ELECTRA", "masked_lm": "masked LM", "random_init": "random init"}
-  for (start, against), by_task in rows.items():
-    lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
-        comparison_cell(by_task[t]) if t in by_task else "-" for t in tasks) + " |")
+  lines += comparison_rows(seeds["comparisons"], tasks)
   return "\n".join(lines)
 
 
@@ -754,13 +755,7 @@ def full_labels_tables(analysis: Dict) -> str:
     lines.append(f"| {label}: learning rate chosen, each run | " + " | ".join(chosen) + " |")
   lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
                 f"{analysis['family_size']}) {header}", rule]
-  rows: Dict[Tuple[str, str], Dict[str, Dict]] = {}
-  for c in analysis["comparisons"]:
-    rows.setdefault((c["start"], c["against"]), {})[c["task"]] = c
-  names = {"electra": "ELECTRA", "masked_lm": "masked LM", "random_init": "random init"}
-  for (start, against), cells in rows.items():
-    lines.append(f"| {names[start]} − {names[against]} | " + " | ".join(
-        comparison_cell(cells[t]) if t in cells else "-" for t in tasks) + " |")
+  lines += comparison_rows(analysis["comparisons"], tasks)
   return "\n".join(lines)
 
 
