@@ -317,11 +317,9 @@ def measure_start(encoder, data: Dict[str, Dict[str, TaskSentences]],
                             for name in STAT_SETS}, "probe": {}}
     for task, splits in data.items():
       train, dev = splits["train"], splits["dev"]
-      train_labels, keep = train.flat_labels(), slice(None)
-      if task == "chunk":  # tags the training sentences never use cannot be learnt
-        keep = train_labels >= 0
-      probe = linear_probe(train.features(vectors[f"{task}_train"], layer)[keep],
-                           train_labels[keep], dev.features(vectors[f"{task}_dev"], layer),
+      # The label set is the training examples' own: every training label is >= 0.
+      probe = linear_probe(train.features(vectors[f"{task}_train"], layer),
+                           train.flat_labels(), dev.features(vectors[f"{task}_dev"], layer),
                            len(train.label_names), label_score(task, train.label_names))
       entry["probe"][task] = {"dev": dev.score(probe["predictions"]), "l2": probe["l2"],
                               "selection": probe["selection"]}
