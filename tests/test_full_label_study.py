@@ -145,8 +145,9 @@ def _tiny_tasks(root):
     ("selection", "--selection_examples: 5 is not below the 5 training examples of sst"),
     ("task", "--tasks: rte is not one of sst, cola, chunk"),
     ("repeated", "--study_dirs: two pre-training runs are electra_seed1"),
-    ("lengths", "--max_seq_length: no length for chunk"),
-    ("length", "--max_seq_length: 'chunk:long' is not task:length"),
+    ("lengths", "--max_seq_length: no value for chunk"),
+    ("length", "--max_seq_length: 'chunk:long' is not task:value (an integer >= 8)"),
+    ("epochs", "--num_train_epochs: 'sst:0' is not task:value (a number >= 0.01)"),
     ("settings", '"selection_examples": 1'),
 ])
 def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
@@ -166,7 +167,8 @@ def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
               "--tasks=" + ("sst,rte" if case == "task" else "sst,chunk"),
               "--selection_examples=" + ("5" if case == "selection" else "2"),
               *{"lengths": ["--max_seq_length=sst:64"],
-                "length": ["--max_seq_length=sst:64,chunk:long"]}.get(case, []))
+                "length": ["--max_seq_length=sst:64,chunk:long"],
+                "epochs": ["--num_train_epochs=sst:0,chunk:3"]}.get(case, []))
   assert run.returncode == 2, run.stderr[-2000:]
   last = run.stderr.strip().splitlines()[-1]
   assert last.startswith("full_label_study.py: error: ") and message in last, last
@@ -201,7 +203,8 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   work_dir = tmp_path / "full"
   argv = [f"--work_dir={work_dir}", f"--study_dirs={study}", f"--finetuning_data_dir={tasks}",
           "--tasks=chunk", "--selection_examples=10", "--learning_rates=1e-4,1e-3",
-          "--random_init_seeds=1", "--max_seq_length=chunk:32"]
+          "--random_init_seeds=1", "--max_seq_length=chunk:32",
+          "--num_train_epochs=chunk:2"]
   run = _tool(repo_root, *argv)
   assert run.returncode == 0, run.stderr[-3000:]
   results = json.loads((work_dir / "results.json").read_text())
@@ -213,6 +216,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   settings = results["settings"]
   assert settings["train_examples"] == {"chunk": 30}
   assert settings["learning_rates"] == ["0.0001", "0.001"] and settings["seed"] == 1
+  assert settings["num_train_epochs"] == {"chunk": 2.0}
   assert settings["finetuning_hparams"]["model_hparam_overrides"]["hidden_size"] == 16
   for task, metric in (("chunk", "f1"),):
     by_start = results["finetuning"][task]
@@ -231,6 +235,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
           assert kept[metric] == scores[split]
         config = json.loads((run_dir / "finetuning_config.json").read_text())
         assert config["learning_rate"] == float(lr) and config["max_seq_length"] == 32
+        assert config["num_train_epochs"] == 2.0
         assert config["init_checkpoint"].endswith(
             {"random_init_seed1": "full/random_init/seed1/encoder",
              "electra_seed0": "study/pretraining/random_init/seed7/encoder"}[start])

@@ -4,7 +4,8 @@ fine-tuned on all of GLUE SST-2 and CoLA and CoNLL-2000 chunking.
 
     python -m tools.full_label_study --work_dir=full_labels \\
         --study_dirs=runs/seed1,runs/seed2,runs/seed3 \\
-        [--max_seq_length=sst:64,cola:64,chunk:128] [--num_train_epochs=3]
+        [--max_seq_length=sst:64,cola:64,chunk:128] \\
+        [--num_train_epochs=sst:3,cola:3,chunk:3]
 
 Starts:
   - random_init_seed<S> for each --random_init_seeds S: the study model's
@@ -21,8 +22,9 @@ The rule, the same for every start and task:
     held out as the selection set; the starts fine-tune on the rest;
   - each start fine-tunes once per --learning_rates value (fine-tuning seed
     --seed) with the official fine-tuning hparams otherwise (layer-wise decay
-    0.8, warm-up 0.1, batch 32, --num_train_epochs 3: electra_tf/finetune/
-    config.py) at the task's --max_seq_length, then the trained model is
+    0.8, warm-up 0.1, batch 32: electra_tf/finetune/config.py) for the
+    task's --num_train_epochs (official: 3) at its --max_seq_length, then the
+    trained model is
     scored on the selection set and on the dev set;
   - its chosen learning rate is the one with the best selection score (ties:
     the smaller rate), and its result that run's dev score. The other runs'
@@ -94,7 +96,8 @@ def define_flags() -> None:
                     "Fine-tuning sequence length of each task (task:length): SST-2 and CoLA "
                     "fit in 64 word pieces; chunking's pieces and word slots, but for 0.6% "
                     "of its sentences, in 128, the length the encoders were pre-trained at.")
-  flags.DEFINE_float("num_train_epochs", 3.0, "Fine-tuning epochs (official: 3).")
+  flags.DEFINE_list("num_train_epochs", ["sst:3", "cola:3", "chunk:3"],
+                    "Fine-tuning epochs of each task (task:epochs; official: 3).")
   flags.mark_flags_as_required(["work_dir", "study_dirs"])
 
 
@@ -110,18 +113,24 @@ def choose_lr(runs: Dict[str, Dict[str, float]]) -> str:
   return max(runs, key=lambda lr: (runs[lr]["selection"], -float(lr)))
 
 
-def sequence_lengths(items: Sequence[str], tasks: Sequence[str]) -> Dict[str, int]:
-  """--max_seq_length's task:length items -> {task: length} for `tasks`."""
-  lengths = {}
+def per_task(flag: str, items: Sequence[str], tasks: Sequence[str], minimum: float,
+             kind: type = int) -> Dict[str, float]:
+  """A task:value list flag (--max_seq_length, --num_train_epochs) ->
+  {task: value} for `tasks`; a one-line error naming the flag otherwise."""
+  values = {}
   for item in items:
-    task, _, length = item.partition(":")
-    if not length.isdigit() or int(length) < 8:
-      raise ConfigError(f"--max_seq_length: {item!r} is not task:length (a length >= 8)")
-    lengths[task] = int(length)
-  missing = [t for t in tasks if t not in lengths]
+    task, _, value = item.partition(":")
+    try:
+      values[task] = kind(value)
+    except ValueError:
+      values[task] = None
+    if values[task] is None or not values[task] >= minimum:  # nan too
+      number = "an integer" if kind is int else "a number"
+      raise ConfigError(f"--{flag}: {item!r} is not task:value ({number} >= {minimum:g})")
+  missing = [t for t in tasks if t not in values]
   if missing:
-    raise ConfigError(f"--max_seq_length: no length for {missing[0]}")
-  return {t: lengths[t] for t in tasks}
+    raise ConfigError(f"--{flag}: no value for {missing[0]}")
+  return {t: values[t] for t in tasks}
 
 
 def lr_key(value: str) -> str:
@@ -270,13 +279,15 @@ def main() -> int:
     raise ConfigError(f"--tasks: {unknown[0]} is not one of {', '.join(TASK_FILES)}")
   studies = read_studies(FLAGS.study_dirs)
   learning_rates = [lr_key(lr) for lr in FLAGS.learning_rates]
-  lengths = sequence_lengths(FLAGS.max_seq_length, FLAGS.tasks)
-  hparams = dict(studies["model"], seed=FLAGS.seed, num_train_epochs=FLAGS.num_train_epochs)
+  lengths = per_task("max_seq_length", FLAGS.max_seq_length, FLAGS.tasks, 8)
+  epochs = per_task("num_train_epochs", FLAGS.num_train_epochs, FLAGS.tasks, 0.01, float)
+  hparams = dict(studies["model"], seed=FLAGS.seed)
   train_examples = {task: training_examples_left(task, data_dir, FLAGS.selection_examples)
                     for task in FLAGS.tasks}
   settings = {"rule": RULE, "tasks": FLAGS.tasks, "selection_examples": FLAGS.selection_examples,
               "learning_rates": learning_rates, "seed": FLAGS.seed,
-              "max_seq_length": lengths, "finetuning_hparams": hparams,
+              "max_seq_length": lengths, "num_train_epochs": epochs,
+              "finetuning_hparams": hparams,
               "vocab_file": studies["vocab_file"], "finetuning_data_dir": str(data_dir),
               "train_examples": train_examples}
   check_settings(results, settings)
@@ -309,6 +320,7 @@ def main() -> int:
         record["runs"][lr] = finetune(
             work_dir / "runs" / task / start / f"lr{lr}", work_dir, task, checkpoint,
             dict(hparams, learning_rate=float(lr), max_seq_length=lengths[task],
+                 num_train_epochs=epochs[task],
                  preprocessed_data_dir=str(work_dir / "featurized")), studies["vocab_file"])
         log(f"fine-tuned {task} from {start} at lr {lr}: selection "
             f"{record['runs'][lr]['selection']:.2f}, dev {record['runs'][lr]['dev']:.2f} "
