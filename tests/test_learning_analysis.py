@@ -157,6 +157,30 @@ def test_large_corpus_headline_figures(analyses):
     pytest.fail(f"README: an analysis table ({name}) belongs in learning.md")
 
 
+def test_probe_figures_quoted_are_the_committed_ones(analyses):
+  """README and learning.md's summary quote the final-layer chunking probe
+  (ELECTRA against the masked LM, three runs each) and the replicated
+  fine-tuning difference on chunking as the committed tables give them."""
+  probe = {(c["task"], c["start"], c["against"]): c
+           for c in analyses[la.REPRESENTATION_STUDY]["comparisons"]}
+  chunk = probe[("chunk", "electra", "masked_lm")]
+  assert chunk["p_holm"] < 0.05 and chunk["ci95"][1] < 0
+  # Against random vectors, neither objective's gain survives the correction.
+  assert all(probe[("chunk", g, "random_init")]["p_holm"] > 0.05 for g in ("electra", "masked_lm"))
+  seeds = {(c["task"], c["start"], c["against"]): c
+           for c in analyses[la.SEEDS_STUDY]["comparisons"]}
+  finetuned = seeds[("chunk", "electra", "masked_lm")]
+  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  section = readme.split("## Does it learn?")[1].split("\n## ")[0]
+  summary = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8").split("\n## ")[0]
+  for text in (section, summary):
+    assert f"{chunk['difference']:+.1f} F1, Holm p {chunk['p_holm']:.3f}" in " ".join(
+        text.replace("**", "").replace(f"[{chunk['ci95'][0]:+.1f}, {chunk['ci95'][1]:+.1f}] ",
+                                       "").split())
+    assert f"chunking {finetuned['difference']:+.1f}" in text or (
+        f"{finetuned['difference']:+.1f} chunking F1") in text
+
+
 def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   """Three pre-training runs an objective, each the mean of the fine-tuning
   seeds every run has; random initialisation from the main study's runs."""
