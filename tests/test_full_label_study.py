@@ -70,11 +70,16 @@ def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
   electra = {"electra_seed1": 82.0, "electra_seed2": 80.5, "electra_seed3": 81.0}
   masked = {"masked_lm_seed1": 79.0, "masked_lm_seed2": 80.0, "masked_lm_seed3": 78.5}
   random = {"random_init_seed1": 75.0, "random_init_seed2": 77.0, "random_init_seed3": 76.5}
-  chunk = {"electra_seed1": 88.0, "electra_seed2": 87.0, "masked_lm_seed1": 86.0,
-           "masked_lm_seed2": 88.5, "random_init_seed1": 80.0, "random_init_seed2": 81.0}
+  chunk = {"electra_seed1": 88.0, "electra_seed2": 87.0, "electra_seed3": 87.5,
+           "masked_lm_seed1": 86.0, "masked_lm_seed2": 88.5, "masked_lm_seed3": 87.0,
+           "random_init_seed1": 80.0, "random_init_seed2": 81.0, "random_init_seed3": 80.5}
+  # CoLA has begun: one start of the nine has its dev score.
   analysis = la.analyse_full_labels(
-      _results({"sst": {**electra, **masked, **random}, "chunk": chunk},
+      _results({"sst": {**electra, **masked, **random}, "chunk": chunk,
+                "cola": {"electra_seed1": 30.0}},
                chosen={"electra_seed2": 0.001}), finetuning_data_dir)
+  assert analysis["starts"] == 9 and analysis["pending"] == {"cola": 1}
+  assert set(analysis["tasks"]) == {"sst", "chunk"}
   sst = analysis["tasks"]["sst"]["groups"]
   assert sst["electra"]["mean"] == pytest.approx(81.166666666666667)
   assert sst["electra"]["sd"] == pytest.approx(stats.tstd(list(electra.values())))
@@ -104,10 +109,12 @@ def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
       la.trivial_baselines("chunk", 100, finetuning_data_dir)["most_frequent_tag"])
   table = la.full_labels_tables(analysis)
   # Columns in the paper's order (CoLA, SST-2, then chunking); no CoLA here.
-  assert "| ELECTRA (3 runs) | 81.2 ± 0.8 (82.0, 80.5, 81.0) | 87.5 ± 0.7 (88.0, 87.0) |" in table
-  assert ("| ELECTRA: learning rate chosen, each run | 0.0003, 0.001, 0.0003 | 0.0003, 0.001 |"
+  assert ("| ELECTRA (3 runs) | 81.2 ± 0.8 (82.0, 80.5, 81.0) | 87.5 ± 0.5 (88.0, 87.0, 87.5) |"
           in table)
-  assert "Holm over 6" in table
+  assert ("| ELECTRA: learning rate chosen, each run | 0.0003, 0.001, 0.0003 | "
+          "0.0003, 0.001, 0.0003 |" in table)
+  assert "Holm over 6" in table and "CoLA" not in table.split("\n\n")[0]
+  assert table.endswith("\n\nNot complete yet (starts with a dev score, of 9): CoLA 1.")
   # learning_analysis writes it into docs/learning.md between its marks.
   assert la.all_tables({la.FULL_LABELS_STUDY: analysis}) == {"full_labels": table}
 

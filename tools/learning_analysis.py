@@ -499,10 +499,20 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
   LM, ELECTRA − random init and masked LM − random init with Welch over the
   starts, and Holm over the family (every task); the trivial baselines fitted
   on the training examples the starts fine-tuned on (the first
-  settings.train_examples[task]), scored on the dev set.
+  settings.train_examples[task]), scored on the dev set. A task is analysed
+  once every start of the study (any task's, and every pre-training run)
+  has its dev score in it; until then it is listed under `pending` as
+  {task: starts done} (of `starts`).
   """
-  out = {"tasks": {}, "comparisons": []}
-  tasks = [t for t in FULL_LABELS_TASKS if t in results.get("finetuning", {})]
+  begun = results.get("finetuning", {})
+  starts = set().union(*map(set, begun.values())) | {
+      f"{r['objective']}_seed{r['seed']}" for r in results.get("pretraining_runs", [])}
+  out = {"tasks": {}, "comparisons": [], "starts": len(starts), "pending": {}}
+  for task in results["settings"].get("tasks", list(begun)):
+    done = sum("dev" in record for record in begun.get(task, {}).values())
+    if done < len(starts):
+      out["pending"][task] = done
+  tasks = [t for t in FULL_LABELS_TASKS if t in begun and t not in out["pending"]]
   for task in tasks:
     groups: Dict[str, Dict[str, float]] = {}
     lrs: Dict[str, Dict[str, float]] = {}
@@ -730,8 +740,20 @@ def seeds_tables(seeds: Dict, baselines: Dict) -> str:
 def full_labels_tables(analysis: Dict) -> str:
   """Two markdown tables of analyse_full_labels: each group's dev score
   (mean ± sd over runs, then each run's) beside the trivial baselines, with
-  the learning rates chosen; and the comparisons, the run as the unit."""
+  the learning rates chosen; and the comparisons, the run as the unit; then
+  the tasks not complete yet."""
   tasks = [t for t in FULL_LABELS_TASKS if t in analysis["tasks"]]
+  lines = full_labels_task_tables(analysis, tasks) if tasks else []
+  if analysis["pending"]:
+    lines += ["", "Not complete yet (starts with a dev score, of " + str(analysis["starts"])
+              + "): " + ", ".join(f"{TASK_TITLE[t].split()[0]} {done}" for t, done in sorted(
+                  analysis["pending"].items(), key=lambda item: FULL_LABELS_TASKS.index(item[0])))
+              + "."]
+  return "\n".join(lines).strip("\n")
+
+
+def full_labels_task_tables(analysis: Dict, tasks: List[str]) -> List[str]:
+  """full_labels_tables' two tables for the complete `tasks` (lines)."""
   header = "| " + " | ".join(TASK_TITLE[t] for t in tasks) + " |"
   rule = "|---|" + "---|" * len(tasks)
   by_task = analysis["tasks"]
@@ -756,7 +778,7 @@ def full_labels_tables(analysis: Dict) -> str:
   lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
                 f"{analysis['family_size']}) {header}", rule]
   lines += comparison_rows(analysis["comparisons"], tasks)
-  return "\n".join(lines)
+  return lines
 
 
 def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
