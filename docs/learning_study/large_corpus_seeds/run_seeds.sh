@@ -14,6 +14,9 @@
 # side (the machine is shared: each gets its own share of it) once the first
 # has built the TFRecords they all read.
 #
+# Every command of issue 33's replication is here (the probe and the
+# full-label grid at the end).
+#
 # D holds the corpus (built first, as in ../large_corpus/run_study.sh):
 #   python3 -m tools.make_package_corpus --output_dir=$D/corpus --install
 set -e
@@ -45,4 +48,12 @@ for seed in $SEEDS; do
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-exit $status
+[ $status = 0 ] || exit $status
+# Then, from the six runs where their schedules end: the representation probe
+# (statistics and a linear probe per layer, three random initialisations
+# beside them) and the full training sets (CoLA and chunking at the official
+# 3 epochs, SST-2 at 1), each resumable on its own.
+RUNS=$(for seed in $SEEDS; do printf '%s,' "$D/seeds/seed$seed"; done)
+python3 -m tools.representation_probe --output_dir=$D/probe --study_dirs="${RUNS%,}"
+python3 -m tools.full_label_study --work_dir=$D/full_labels --study_dirs="${RUNS%,}" \
+  --tasks=cola,chunk,sst --num_train_epochs=cola:3,chunk:3,sst:1
