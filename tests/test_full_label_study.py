@@ -30,14 +30,30 @@ def _tool(repo_root, *argv):
 def test_split_keeps_the_header_and_every_example_once():
   for task, text, total in (("sst", SST, 5), ("cola", COLA, 4), ("chunk", CHUNK, 4)):
     assert study_samples.count_examples(text, task) == total
-    head = study_samples.head_examples(text, task, total - 2)
-    tail = study_samples.tail_examples(text, task, 2)
+    kept, held = study_samples.split_examples(text, task, 2, seed=3)
     header = "sentence\tlabel\n" if task == "sst" else ""
-    assert head.startswith(header) and tail.startswith(header)
-    assert head + tail[len(header):] == text, task
-    assert study_samples.count_examples(tail, task) == 2
-  assert study_samples.tail_examples(SST, "sst", 1) == "sentence\tlabel\nsentence 4 \t0\n"
-  assert study_samples.tail_examples(CHUNK, "chunk", 1) == "w3 NN B-NP\nran VBD B-VP\n\n"
+    assert kept.startswith(header) and held.startswith(header)
+    assert study_samples.count_examples(kept, task) == total - 2
+    assert study_samples.count_examples(held, task) == 2
+    # Every example once, each side in file order.
+    _, examples = study_samples._examples(text, task)  # pylint: disable=protected-access
+    sides = [study_samples._examples(s, task)[1] for s in (kept, held)]  # pylint: disable=protected-access
+    assert sorted(sides[0] + sides[1]) == sorted(examples), task
+    for side in sides:
+      assert side == [e for e in examples if e in side]
+    # The same seed draws the same set.
+    assert study_samples.split_examples(text, task, 2, seed=3) == (kept, held)
+
+
+def test_selection_set_is_drawn_across_the_file_not_cut_from_its_end():
+  # 1,000 examples of 10 sources in blocks of 100, as CoLA's file runs
+  # source by source: a draw of 200 holds out every source, its tail only one.
+  text = "".join(f"src{i // 100}\t{i % 2}\t\tsentence {i}\n" for i in range(1000))
+  kept, held = study_samples.split_examples(text, "cola", 200, seed=1)
+  sources = {line.split("\t")[0] for line in held.splitlines()}
+  assert len(sources) == 10
+  assert {line.split("\t")[0] for line in kept.splitlines()} == sources
+  assert study_samples.split_examples(text, "cola", 200, seed=2)[1] != held
 
 
 def test_learning_rate_is_chosen_on_the_selection_set_alone():
@@ -63,7 +79,9 @@ def _results(dev, chosen=None):
   for task, by_start in dev.items():
     finetuning[task] = {start: {"runs": {}, "chosen_lr": (chosen or {}).get(start, 0.0003),
                                 "dev": value} for start, value in by_start.items()}
-  return {"settings": {"train_examples": {"sst": 100, "chunk": 100}}, "finetuning": finetuning}
+  return {"settings": {"train_examples": {"sst": 65349, "chunk": 6936, "cola": 6551},
+                       "selection_examples": 2000, "selection_seed": 1},
+          "finetuning": finetuning}
 
 
 def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
@@ -105,8 +123,13 @@ def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
   assert first["difference"] == pytest.approx(2.0)
   assert first["df"] == pytest.approx(4.0)
   assert first["welch_t"] == pytest.approx(2.0 / (7 / 18) ** 0.5)
-  assert analysis["tasks"]["chunk"]["baselines"]["most_frequent_tag"] == pytest.approx(
-      la.trivial_baselines("chunk", 100, finetuning_data_dir)["most_frequent_tag"])
+  # The baselines are fitted on the examples the starts fine-tuned on: all
+  # but the selection set the study drew.
+  kept = study_samples.split_examples(la.training_text("chunk", finetuning_data_dir), "chunk",
+                                      2000, 1)[0]
+  assert study_samples.count_examples(kept, "chunk") == 6936
+  assert analysis["tasks"]["chunk"]["baselines"] == la.baselines_on(
+      "chunk", kept, finetuning_data_dir)
   table = la.full_labels_tables(analysis)
   # Columns in the paper's order (CoLA, SST-2, then chunking); no CoLA here.
   assert ("| ELECTRA (3 runs) | 81.2 ± 0.8 (82.0, 80.5, 81.0) | 87.5 ± 0.5 (88.0, 87.0, 87.5) |"
@@ -246,22 +269,23 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
         assert config["init_checkpoint"].endswith(
             {"random_init_seed1": "full/random_init/seed1/encoder",
              "electra_seed0": "study/pretraining/random_init/seed7/encoder"}[start])
-  # The starts fine-tuned on the first 30 sentences; the selection set is the
-  # last 10, and each folder holds the other's scored set as test.txt.
+  # The starts fine-tuned on 30 sentences; the selection set is the other 10,
+  # drawn with --selection_seed (1), and each folder holds the other's scored
+  # set as test.txt.
   selection, dev = (work_dir / "data" / name / "finetuning_data" / "chunk"
                     for name in ("selection", "dev"))
   original = (tasks / "chunk" / "train.txt").read_text()
-  assert (selection / "train.txt").read_text() == (dev / "train.txt").read_text() == (
-      study_samples.head_examples(original, "chunk", 30))
-  assert (selection / "dev.txt").read_text() == (dev / "test.txt").read_text() == (
-      study_samples.tail_examples(original, "chunk", 10))
+  kept, held = study_samples.split_examples(original, "chunk", 10, 1)
+  assert (selection / "train.txt").read_text() == (dev / "train.txt").read_text() == kept
+  assert (selection / "dev.txt").read_text() == (dev / "test.txt").read_text() == held
   assert (dev / "dev.txt").read_text() == (selection / "test.txt").read_text() == (
       tasks / "chunk" / "dev.txt").read_text()
   analysis = results["analysis"]
   assert analysis == la.analyse_full_labels(results, tasks)
   assert analysis["tasks"]["chunk"]["groups"]["electra"]["dev"] == {
       "electra_seed0": results["finetuning"]["chunk"]["electra_seed0"]["dev"]}
-  assert analysis["tasks"]["chunk"]["baselines"] == la.trivial_baselines("chunk", 30, tasks)
+  assert analysis["tasks"]["chunk"]["baselines"] == la.baselines_on("chunk", kept, tasks)
+  assert results["settings"]["selection_seed"] == 1
   assert analysis["family_size"] == 0  # one run a group: differences, no tests
 
   # Rerun: everything is done; nothing fine-tunes and the results stay.

@@ -18,8 +18,9 @@ Starts:
 The study dirs must share their model and vocab (results.json settings).
 
 The rule, the same for every start and task:
-  - the last --selection_examples training examples (chunking: sentences) are
-    held out as the selection set; the starts fine-tune on the rest;
+  - --selection_examples training examples (chunking: sentences), drawn at
+    random with --selection_seed, are held out as the selection set; the
+    starts fine-tune on the rest;
   - each start fine-tunes once per --learning_rates value (fine-tuning seed
     --seed) with the official fine-tuning hparams otherwise (layer-wise decay
     0.8, warm-up 0.1, batch 32: electra_tf/finetune/config.py) for the
@@ -70,8 +71,8 @@ FLAGS = flags.FLAGS
 
 TASK_FILES = {"sst": ("train.tsv", "dev.tsv"), "cola": ("train.tsv", "dev.tsv"),
               "chunk": ("train.txt", "dev.txt")}
-RULE = ("per task, the last selection_examples training examples are the selection set and "
-        "the starts fine-tune on the rest; one run per learning rate (fine-tuning seed "
+RULE = ("per task, selection_examples training examples drawn at random (selection_seed) are "
+        "the selection set and the starts fine-tune on the rest; one run per learning rate (fine-tuning seed "
         "`seed`), scored on the selection set and the dev set; a start's chosen_lr is the "
         "best selection score's (ties: the smaller rate) and its result that run's dev score")
 
@@ -85,8 +86,9 @@ def define_flags() -> None:
                       "Folder with <task>/ fine-tuning data.")
   flags.DEFINE_list("tasks", ["sst", "cola", "chunk"], "Fine-tuning tasks.")
   flags.DEFINE_integer("selection_examples", 2000,
-                       "Training examples (chunking: sentences) held out, from the end of "
-                       "each training file, to choose the learning rate on.")
+                       "Training examples (chunking: sentences) held out, drawn at random "
+                       "from each training file, to choose the learning rate on.")
+  flags.DEFINE_integer("selection_seed", 1, "Seed of the selection set's draw.")
   flags.DEFINE_list("learning_rates", ["1e-4", "3e-4", "1e-3"],
                     "Fine-tuning learning rates each start tries.")
   flags.DEFINE_integer("seed", 1, "Fine-tuning seed (heads, dropout, data order).")
@@ -141,7 +143,7 @@ def lr_key(value: str) -> str:
 # ------------------------------------------------------------------ data
 def training_examples_left(task: str, source: pathlib.Path, selection_examples: int) -> int:
   """How many of `task`'s training examples (source/<task>/) the starts
-  fine-tune on: all but the last `selection_examples`."""
+  fine-tune on: all but the `selection_examples` held out."""
   for name in TASK_FILES[task]:
     if not (source / task / name).exists():
       raise DataError(f"--finetuning_data_dir: {source / task / name} is missing")
@@ -154,10 +156,10 @@ def training_examples_left(task: str, source: pathlib.Path, selection_examples: 
 
 
 def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
-                    train_examples: int) -> None:
+                    selection_examples: int, seed: int) -> None:
   """Two data_dirs for `task` under work_dir/data: selection/ and dev/, both
-  with the first `train_examples` training examples, whose dev sets are the
-  training file's other examples (the selection set) and the real dev set.
+  with the training examples study_samples.split_examples keeps, whose dev
+  sets are the ones it holds out (the selection set) and the real dev set.
 
   Chunking's label set is read from every split file present (official), so
   each folder also holds the other folder's dev set as test.txt: both get
@@ -165,15 +167,13 @@ def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
   train_name, dev_name = TASK_FILES[task]
   text = (source / task / train_name).read_text(encoding="utf-8")
   dev = (source / task / dev_name).read_text(encoding="utf-8")
-  held_out = study_samples.tail_examples(
-      text, task, study_samples.count_examples(text, task) - train_examples)
+  kept, held_out = study_samples.split_examples(text, task, selection_examples, seed)
   for folder, scored, other in (("selection", held_out, dev), ("dev", dev, held_out)):
     target = work_dir / "data" / folder / "finetuning_data" / task
     if (target / ".complete").exists():
       continue
     target.mkdir(parents=True, exist_ok=True)
-    fileio.atomic_write_text(str(target / train_name),
-                             study_samples.head_examples(text, task, train_examples))
+    fileio.atomic_write_text(str(target / train_name), kept)
     fileio.atomic_write_text(str(target / dev_name), scored)
     if task == "chunk":
       fileio.atomic_write_text(str(target / "test.txt"), other)
@@ -285,6 +285,7 @@ def main() -> int:
   train_examples = {task: training_examples_left(task, data_dir, FLAGS.selection_examples)
                     for task in FLAGS.tasks}
   settings = {"rule": RULE, "tasks": FLAGS.tasks, "selection_examples": FLAGS.selection_examples,
+              "selection_seed": FLAGS.selection_seed,
               "learning_rates": learning_rates, "seed": FLAGS.seed,
               "max_seq_length": lengths, "num_train_epochs": epochs,
               "finetuning_hparams": hparams,
@@ -294,7 +295,7 @@ def main() -> int:
   results["settings"] = settings
   results["pretraining_runs"] = merge_runs(results.get("pretraining_runs", []), studies["runs"])
   for task in FLAGS.tasks:
-    write_task_data(task, data_dir, work_dir, train_examples[task])
+    write_task_data(task, data_dir, work_dir, FLAGS.selection_examples, FLAGS.selection_seed)
 
   def save(analyse: bool = False) -> None:
     """Writes results.json; its analysis only when `analyse` (the baselines

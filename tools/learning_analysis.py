@@ -228,13 +228,23 @@ def sentence_score(task: str, gold: Sequence[str], predicted: Sequence[str]) -> 
   return 100.0 * metrics.accuracy(gold, predicted)
 
 
+def training_text(task: str, data_dir: pathlib.Path) -> str:
+  """The text of `task`'s training file in data_dir/<task>/."""
+  folder = pathlib.Path(data_dir) / task
+  return (folder / ("train.txt" if task == "chunk" else "train.tsv")).read_text(encoding="utf-8")
+
+
 def trivial_baselines(task: str, train_examples: int, data_dir: pathlib.Path) -> Dict:
   """The baselines of `task` on its first `train_examples` training examples
   (the study's cut, study_samples.head_examples), scored on the whole dev set."""
+  return baselines_on(task, study_samples.head_examples(
+      training_text(task, data_dir), task, train_examples), data_dir)
+
+
+def baselines_on(task: str, train_text: str, data_dir: pathlib.Path) -> Dict:
+  """The trivial baselines fitted on `train_text` (a training file's text),
+  scored on the whole dev set of data_dir/<task>/."""
   folder = pathlib.Path(data_dir) / task
-  train_text = study_samples.head_examples(
-      (folder / ("train.txt" if task == "chunk" else "train.tsv")).read_text(encoding="utf-8"),
-      task, train_examples)
   if task == "chunk":
     dev = chunk_sentences((folder / "dev.txt").read_text(encoding="utf-8"))
     return {"most_frequent_tag": most_frequent_tag_f1(chunk_sentences(train_text), dev)}
@@ -498,8 +508,8 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
   masked_lm), with the group's mean and sd over its starts; ELECTRA − masked
   LM, ELECTRA − random init and masked LM − random init with Welch over the
   starts, and Holm over the family (every task); the trivial baselines fitted
-  on the training examples the starts fine-tuned on (the first
-  settings.train_examples[task]), scored on the dev set. A task is analysed
+  on the training examples the starts fine-tuned on (all but the selection
+  set, study_samples.split_examples), scored on the dev set. A task is analysed
   once every start of the study (any task's, and every pre-training run)
   has its dev score in it; until then it is listed under `pending` as
   {task: starts done} (of `starts`).
@@ -526,8 +536,9 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
                            **dict(zip(("mean", "sd"), mean_sd(list(by_start.values()))))}
                    for group, by_start in groups.items()},
         "train_examples": results["settings"]["train_examples"][task],
-        "baselines": trivial_baselines(task, results["settings"]["train_examples"][task],
-                                       data_dir)}
+        "baselines": baselines_on(task, study_samples.split_examples(
+            training_text(task, data_dir), task, results["settings"]["selection_examples"],
+            results["settings"]["selection_seed"])[0], data_dir)}
     for start, against in (("electra", "masked_lm"), ("electra", "random_init"),
                            ("masked_lm", "random_init")):
       if start in groups and against in groups:

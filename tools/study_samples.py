@@ -6,6 +6,7 @@ the trivial baselines on them) cut a task's training file here, so that they
 all see the same examples.
 """
 
+import random
 from typing import List, Tuple
 
 
@@ -31,7 +32,12 @@ def head_examples(text: str, task: str, count: int) -> str:
   return header + "".join(examples[:count])
 
 
-def tail_examples(text: str, task: str, count: int) -> str:
-  """The last `count` examples of a task's training file text (a header stays)."""
+def split_examples(text: str, task: str, held_out: int, seed: int) -> Tuple[str, str]:
+  """(kept, held-out) texts of a task's training file text: `held_out`
+  examples drawn at random with `seed`, the rest kept, each in file order
+  (a header stays on both). Drawn, not cut: CoLA's file runs source by
+  source, so its tail is other sources than its head."""
   header, examples = _examples(text, task)
-  return header + "".join(examples[len(examples) - count:])
+  chosen = set(random.Random(seed).sample(range(len(examples)), held_out))
+  return (header + "".join(e for i, e in enumerate(examples) if i not in chosen),
+          header + "".join(e for i, e in enumerate(examples) if i in chosen))
