@@ -25,8 +25,7 @@ The rule, the same for every start and task:
     --seed) with the official fine-tuning hparams otherwise (layer-wise decay
     0.8, warm-up 0.1, batch 32: electra_tf/finetune/config.py) for the
     task's --num_train_epochs (official: 3) at its --max_seq_length, then the
-    trained model is
-    scored on the selection set and on the dev set;
+    trained model is scored on the selection set and on the dev set;
   - its chosen learning rate is the one with the best selection score (ties:
     the smaller rate), and its result that run's dev score. The other runs'
     dev scores are kept but choose nothing.
@@ -72,9 +71,10 @@ FLAGS = flags.FLAGS
 TASK_FILES = {"sst": ("train.tsv", "dev.tsv"), "cola": ("train.tsv", "dev.tsv"),
               "chunk": ("train.txt", "dev.txt")}
 RULE = ("per task, selection_examples training examples drawn at random (selection_seed) are "
-        "the selection set and the starts fine-tune on the rest; one run per learning rate (fine-tuning seed "
-        "`seed`), scored on the selection set and the dev set; a start's chosen_lr is the "
-        "best selection score's (ties: the smaller rate) and its result that run's dev score")
+        "the selection set and the starts fine-tune on the rest; one run per learning rate "
+        "(fine-tuning seed `seed`), scored on the selection set and the dev set; a start's "
+        "chosen_lr is the best selection score's (ties: the smaller rate) and its result that "
+        "run's dev score")
 
 
 def define_flags() -> None:
