@@ -125,8 +125,8 @@ def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
   assert first["welch_t"] == pytest.approx(2.0 / (7 / 18) ** 0.5)
   # The baselines are fitted on the examples the starts fine-tuned on: all
   # but the selection set the study drew.
-  kept = study_samples.split_examples(la.training_text("chunk", finetuning_data_dir), "chunk",
-                                      2000, 1)[0]
+  kept = study_samples.split_examples(
+      study_samples.training_text("chunk", finetuning_data_dir), "chunk", 2000, 1)[0]
   assert study_samples.count_examples(kept, "chunk") == 6936
   assert analysis["tasks"]["chunk"]["baselines"] == la.baselines_on(
       "chunk", kept, finetuning_data_dir)

@@ -68,8 +68,7 @@ from tools import study_samples
 
 FLAGS = flags.FLAGS
 
-TASK_FILES = {"sst": ("train.tsv", "dev.tsv"), "cola": ("train.tsv", "dev.tsv"),
-              "chunk": ("train.txt", "dev.txt")}
+TASK_FILES = study_samples.TASK_FILES
 RULE = ("per task, selection_examples training examples drawn at random (selection_seed) are "
         "the selection set and the starts fine-tune on the rest; one run per learning rate "
         "(fine-tuning seed `seed`), scored on the selection set and the dev set; a start's "

@@ -228,17 +228,11 @@ def sentence_score(task: str, gold: Sequence[str], predicted: Sequence[str]) -> 
   return 100.0 * metrics.accuracy(gold, predicted)
 
 
-def training_text(task: str, data_dir: pathlib.Path) -> str:
-  """The text of `task`'s training file in data_dir/<task>/."""
-  folder = pathlib.Path(data_dir) / task
-  return (folder / ("train.txt" if task == "chunk" else "train.tsv")).read_text(encoding="utf-8")
-
-
 def trivial_baselines(task: str, train_examples: int, data_dir: pathlib.Path) -> Dict:
   """The baselines of `task` on its first `train_examples` training examples
   (the study's cut, study_samples.head_examples), scored on the whole dev set."""
   return baselines_on(task, study_samples.head_examples(
-      training_text(task, data_dir), task, train_examples), data_dir)
+      study_samples.training_text(task, data_dir), task, train_examples), data_dir)
 
 
 def baselines_on(task: str, train_text: str, data_dir: pathlib.Path) -> Dict:
@@ -537,7 +531,8 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
                    for group, by_start in groups.items()},
         "train_examples": results["settings"]["train_examples"][task],
         "baselines": baselines_on(task, study_samples.split_examples(
-            training_text(task, data_dir), task, results["settings"]["selection_examples"],
+            study_samples.training_text(task, data_dir), task,
+            results["settings"]["selection_examples"],
             results["settings"]["selection_seed"])[0], data_dir)}
     for start, against in (("electra", "masked_lm"), ("electra", "random_init"),
                            ("masked_lm", "random_init")):

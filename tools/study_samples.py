@@ -6,8 +6,13 @@ the trivial baselines on them) cut a task's training file here, so that they
 all see the same examples.
 """
 
+import pathlib
 import random
 from typing import List, Tuple
+
+# Each task's (training, dev) file names in its data folder.
+TASK_FILES = {"sst": ("train.tsv", "dev.tsv"), "cola": ("train.tsv", "dev.tsv"),
+              "chunk": ("train.txt", "dev.txt")}
 
 
 def _examples(text: str, task: str) -> Tuple[str, List[str]]:
@@ -41,3 +46,8 @@ def split_examples(text: str, task: str, held_out: int, seed: int) -> Tuple[str,
   chosen = set(random.Random(seed).sample(range(len(examples)), held_out))
   return (header + "".join(e for i, e in enumerate(examples) if i not in chosen),
           header + "".join(e for i, e in enumerate(examples) if i in chosen))
+
+
+def training_text(task: str, data_dir: pathlib.Path) -> str:
+  """The text of `task`'s training file in data_dir/<task>/."""
+  return (pathlib.Path(data_dir) / task / TASK_FILES[task][0]).read_text(encoding="utf-8")
