@@ -36,8 +36,9 @@ def test_split_keeps_the_header_and_every_example_once():
     assert study_samples.count_examples(kept, task) == total - 2
     assert study_samples.count_examples(held, task) == 2
     # Every example once, each side in file order.
-    _, examples = study_samples._examples(text, task)  # pylint: disable=protected-access
-    sides = [study_samples._examples(s, task)[1] for s in (kept, held)]  # pylint: disable=protected-access
+    examples_of = study_samples._examples  # pylint: disable=protected-access
+    examples = examples_of(text, task)[1]
+    sides = [examples_of(side, task)[1] for side in (kept, held)]
     assert sorted(sides[0] + sides[1]) == sorted(examples), task
     for side in sides:
       assert side == [e for e in examples if e in side]
