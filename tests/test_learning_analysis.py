@@ -181,6 +181,30 @@ def test_probe_figures_quoted_are_the_committed_ones(analyses):
         f"{finetuned['difference']:+.1f} chunking F1") in text
 
 
+def test_full_label_figures_quoted_are_the_committed_ones(analyses):
+  """learning.md's summary quotes CoLA's full-label result (ELECTRA against
+  random initialisation, and the family Holm's correction ran over) as the
+  committed table gives it; when chunking and SST-2 complete, the family
+  grows and the quote must be rewritten."""
+  full = analyses[la.FULL_LABELS_STUDY]
+  groups = full["tasks"]["cola"]["groups"]
+  versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
+  random = versus[("electra", "random_init")]
+  summary = " ".join((STUDY_DIR.parent / "learning.md").read_text(
+      encoding="utf-8").split("\n## ")[0].replace("**", "").split())
+  quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
+            f"for ELECTRA, Holm {random['p_holm']:.2f} over CoLA's {full['family_size']} "
+            "comparisons")
+  assert quoted in summary
+  for group in ("random_init", "masked_lm"):
+    assert f"{groups[group]['mean']:.1f} ± {groups[group]['sd']:.1f}" in summary
+  assert f"on the same examples {full['tasks']['cola']['baselines']['naive_bayes']:.1f}" in summary
+  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  section = " ".join(readme.split("## Does it learn?")[1].split("\n## ")[0].split())
+  assert (f"random initialisation {groups['random_init']['mean']:.1f}, "
+          f"Holm {random['p_holm']:.2f}") in section
+
+
 def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   """Three pre-training runs an objective, each the mean of the fine-tuning
   seeds every run has; random initialisation from the main study's runs."""
