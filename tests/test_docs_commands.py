@@ -67,14 +67,29 @@ PAGE_SETUP = {
         f"--hparams='{{{TINY_TRAINING}}}'\n",
         "the README's data/ and data/models/mine, by its commands (shrunk as there)"),
 }
+# What a page's block made that PAGE_SETUP would otherwise make again: (page,
+# a text of the block, paths, the page whose setup they are).  Once the
+# block has run, the paths are copied aside for the session (its workers
+# share the base temp dir); a page whose setup they are copies them in
+# instead of running its setup, and runs its setup when they are not there
+# (its page not run yet, or on another worker that has not got there).
+MADE_FOR_SETUP = [
+    ("README.md", "--model_name=mine --model_size=small",
+     ["data/vocab.txt", "data/pretrain_tfrecords", "data/models/mine"], "docs/huggingface.md"),
+]
 # (page or "*", text in a block, replacement, why): applied in this order.
 SUBSTITUTIONS = [
+    ("docs/pretraining.md", "--corpus_dir=../shared/data/corpus ", "--corpus_dir=shared_corpus ",
+     "the shared corpus's two folders with a smaller file each (its shortest book, WikiText-2's "
+     "first 300 lines; the work directory's shared_corpus/) instead of 3.9 MB: the same "
+     "recursive read of a tree, a fifteenth of the text"),
     ("*", "../shared/", f"{SHARED_DIR}/", "the shared data beside the checkout"),
     ("README.md", "pip install -r requirements.txt && ", "",
      "the tests run in the environment this install made (.ci/run runs it)"),
-    ("README.md", "python -m pytest -q tests", "python -m pytest -q tests/test_spans.py",
-     "the suite cannot run itself from inside itself: one test file, by the same command"),
-    ("README.md", '-m "not slow" tests', '-m "not slow" tests/test_spans.py',
+    ("README.md", "python -m pytest -q tests", "python -m pytest -q tests/test_bench_record.py",
+     "the suite cannot run itself from inside itself: one test file (a quick one: the "
+     "command's pytest.ini, workers and conftest are what it shows), by the same command"),
+    ("README.md", '-m "not slow" tests', '-m "not slow" tests/test_bench_record.py',
      "the fast tier, on one test file for the same reason"),
     ("*", "--vocab_size=30522", "--vocab_size=3000", "a vocab the small corpus fills"),
     ("*", '"num_train_steps": 100000, "num_warmup_steps": 10000, "train_batch_size": 128',
@@ -131,8 +146,9 @@ SUBSTITUTIONS = [
      "--init_checkpoint=models/disc \\\n    --model_dir=models/disc_rte "
      "--hparams='{\"max_seq_length\": 32}'", "that discriminator has 32 positions"),
     ("docs/performance.md", "--batch_size=32 --seq_length=128 \\\n    --steps=5 --pairs=3",
-     "--batch_size=2 --seq_length=32 \\\n    --steps=1 --pairs=1",
-     "one pair of steps of 2 sequences of 32"),
+     "--batch_size=2 --seq_length=32 \\\n    --steps=1 --pairs=1 --hparams='{\"model_hparam_overrides\": "
+     "{\"hidden_size\": 128, \"num_hidden_layers\": 2}}'",
+     "one pair of steps of 2 sequences of 32, of a 2-layer, 128-wide model"),
     ("*", "--model_sizes=base --seq_lengths=512 --batch_sizes=1,8",
      "--model_sizes=small --seq_lengths=32 --batch_sizes=1 --recompute=off "
      "--hparams='{\"model_hparam_overrides\": {\"hidden_size\": 128, "
@@ -207,7 +223,8 @@ def page_examples(page: str):
 @pytest.fixture
 def work_dir(tmp_path_factory):
   """A user's clone (the checkout's entries, linked) with their own data:
-  my_corpus/ (one Gutenberg book) and DATA/finetuning_data/{rte,sst} (64 examples each)."""
+  my_corpus/ (one Gutenberg book), shared_corpus/ (a small copy of the shared
+  corpus's tree) and DATA/finetuning_data/{rte,sst} (64 examples each)."""
   if not SHARED_DIR.exists():
     if os.environ.get("CI", "").lower() == "true":
       pytest.fail(f"{SHARED_DIR} is absent; CI=true requires it")
@@ -217,6 +234,16 @@ def work_dir(tmp_path_factory):
     (work / entry).symlink_to(REPO_ROOT / entry)
   (work / "my_corpus").mkdir()
   shutil.copy(SHARED_DIR / "data" / "corpus" / "gutenberg" / "31251-0.txt", work / "my_corpus")
+  # shared_corpus/: ../shared/data/corpus's tree (gutenberg/, wikitext-2/),
+  # a smaller file in each.
+  (work / "shared_corpus" / "gutenberg").mkdir(parents=True)
+  shutil.copy(SHARED_DIR / "data" / "corpus" / "gutenberg" / "31251-0.txt",
+              work / "shared_corpus" / "gutenberg")
+  (work / "shared_corpus" / "wikitext-2").mkdir()
+  wiki = (SHARED_DIR / "data" / "corpus" / "wikitext-2" / "wiki.valid.raw").read_text(
+      encoding="utf-8").splitlines(keepends=True)
+  (work / "shared_corpus" / "wikitext-2" / "wiki.valid.raw").write_text(
+      "".join(wiki[:300]), encoding="utf-8")
   for task in ("rte", "sst"):
     target = work / "DATA" / "finetuning_data" / task
     target.mkdir(parents=True)
@@ -246,9 +273,39 @@ def _environment() -> dict:
   return env
 
 
+def _session_dir(tmp_path_factory) -> pathlib.Path:
+  """A directory every worker of this session sees (xdist's workers have
+  base temp dirs of their own under a common one)."""
+  base = tmp_path_factory.getbasetemp()
+  return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _made_dir(tmp_path_factory, for_page: str) -> pathlib.Path:
+  return _session_dir(tmp_path_factory) / "made_for_setup" / re.sub(r"\W", "_", for_page)
+
+
+def _keep_made(tmp_path_factory, work: pathlib.Path, paths, for_page: str) -> None:
+  """Copies `paths` of `work` aside for `for_page`'s setup (renamed into
+  place whole, so that a page on another worker sees all or nothing)."""
+  target = _made_dir(tmp_path_factory, for_page)
+  if target.exists():
+    return
+  partial = target.with_name(f".{target.name}.{os.getpid()}")
+  for path in paths:
+    (partial / path).parent.mkdir(parents=True, exist_ok=True)
+    if (work / path).is_dir():
+      shutil.copytree(work / path, partial / path, symlinks=True)
+    else:
+      shutil.copy2(work / path, partial / path)
+  try:
+    partial.rename(target)
+  except OSError:  # another worker's copy got there first
+    shutil.rmtree(partial, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
-def test_documented_commands(page, work_dir, record_property):
+def test_documented_commands(page, work_dir, record_property, tmp_path_factory):
   document, examples = page_examples(page)
   ran, marked, seconds = [], [], []
 
@@ -266,11 +323,17 @@ def test_documented_commands(page, work_dir, record_property):
     for check_page, block, check in BLOCK_CHECKS:
       if (check_page, block) == (page, example.parsed):
         check(work_dir, result.stdout, result.stderr)
+    for made_page, block_text, paths, for_page in MADE_FOR_SETUP:
+      if made_page == page and block_text in example.parsed:
+        _keep_made(tmp_path_factory, work_dir, paths, for_page)
     ran.extend(commands_of(text) if kind == "bash" else [text])
     seconds.append((round(time.monotonic() - started, 1), where))
 
   document.namespace["run"] = run
-  if page in PAGE_SETUP:
+  made = _made_dir(tmp_path_factory, page)
+  if page in PAGE_SETUP and made.exists():
+    shutil.copytree(made, work_dir, symlinks=True, dirs_exist_ok=True)
+  elif page in PAGE_SETUP:
     setup = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", PAGE_SETUP[page][0]],
                            cwd=work_dir, env=_environment(), text=True, capture_output=True,
                            timeout=1800)
@@ -307,6 +370,9 @@ def test_substitutions_and_markers_are_what_the_pages_need():
     assert reason
   for page, block, _ in BLOCK_CHECKS:
     assert block in [example.parsed for example in page_examples(page)[1]], (page, block)
+  for page, block_text, _, for_page in MADE_FOR_SETUP:
+    assert for_page in PAGE_SETUP and PAGES.index(page) < PAGES.index(for_page)
+    assert sum(block_text in str(example.parsed) for example in page_examples(page)[1]) == 1
   for page, text in texts.items():
     for marker in re.findall(r"<!--\s*skip:\s*(.*?)-->", text):
       assert re.match(r'next\s+"[^"]{10,}"\s*$', marker), (page, marker)
