@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,6 +55,35 @@ def data_dir(tmp_path_factory, corpus_dir, bert_vocab):
 
 def _state(model_dir):
   return tf.train.latest_checkpoint(str(model_dir))
+
+
+def _exporting_run_args(data_dir, model_dir):
+  """The command of a run of TINY_HPARAMS that exports to model_dir/export."""
+  return [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+          f"--model_dir={model_dir}", f"--export_dir={model_dir / 'export'}",
+          "--hparams=" + json.dumps(TINY_HPARAMS)]
+
+
+@pytest.fixture(scope="module")
+def finished_run(data_dir, tmp_path_factory):
+  """The model_dir of a finished run of TINY_HPARAMS (ckpt-2, ckpt-4, an
+  export in model_dir/export).  The tests that go on from a finished run
+  copy it (`_copy_of`): one process for them all instead of one each."""
+  model_dir = tmp_path_factory.mktemp("finished_run") / "model"
+  run = subprocess.run(_exporting_run_args(data_dir, model_dir), cwd=REPO, env=_env(),
+                       text=True, capture_output=True, timeout=300)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert _state(model_dir).endswith("ckpt-4")
+  assert (model_dir / "export" / "saved_model.pb").is_file()
+  return model_dir
+
+
+def _copy_of(finished_run, model_dir):
+  """A copy of the finished run at `model_dir` (its checkpoint state file
+  names the checkpoints relative to its folder)."""
+  shutil.copytree(finished_run, model_dir)
+  assert _state(model_dir) == str(model_dir / "ckpt-4")
+  return model_dir
 
 
 # ------------------------------------------------------------ numerical faults
@@ -152,10 +182,9 @@ def _assert_save_failure_keeps(run, model_dir, kept_step):
 
 
 @pytest.mark.slow
-def test_failed_save_is_one_line_and_keeps_the_previous_checkpoint(data_dir, tmp_path):
-  model_dir = tmp_path / "model"
-  first = _pretrain(data_dir, model_dir)
-  assert first.returncode == 0, first.stderr[-2000:]
+def test_failed_save_is_one_line_and_keeps_the_previous_checkpoint(
+    data_dir, finished_run, tmp_path):
+  model_dir = _copy_of(finished_run, tmp_path / "model")  # 4 steps done
   # Continue to step 8 with files capped at 256 KiB (a checkpoint is ~6 MB):
   # the write of ckpt-6 fails with EFBIG, as on a full disk.
   run = _pretrain(data_dir, model_dir, preexec_fn=_file_size_limit(256 * 1024),
@@ -232,20 +261,17 @@ def test_debris_of_killed_writes_is_removed_and_checkpoints_are_kept(tmp_path):
 
 
 @pytest.mark.slow
-def test_rerun_after_completion_replaces_its_own_export(data_dir, tmp_path):
-  model_dir = tmp_path / "model"
+def test_rerun_after_completion_replaces_its_own_export(data_dir, finished_run, tmp_path):
+  # A finished run of this command (exported to model_dir/export), at this model_dir.
+  model_dir = _copy_of(finished_run, tmp_path / "model")
   export_dir = model_dir / "export"
-  first = subprocess.run(
-      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
-       f"--model_dir={model_dir}", f"--export_dir={export_dir}",
-       "--hparams=" + json.dumps(TINY_HPARAMS)], cwd=REPO, env=_env(), text=True,
-      capture_output=True, timeout=300)
-  assert first.returncode == 0, first.stderr[-2000:]
-  again = subprocess.run(first.args, cwd=REPO, env=_env(), text=True,
-                         capture_output=True, timeout=300)
+  exported_first = (export_dir / "saved_model.pb").stat().st_mtime_ns
+  again = subprocess.run(_exporting_run_args(data_dir, model_dir), cwd=REPO, env=_env(),
+                         text=True, capture_output=True, timeout=300)
   assert again.returncode == 0, again.stderr[-2000:]
   assert "Resumed from" in again.stdout and "Exported the SavedModel" in again.stdout
   assert (export_dir / "saved_model.pb").is_file()
+  assert (export_dir / "saved_model.pb").stat().st_mtime_ns != exported_first  # replaced
   assert not [p for p in model_dir.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
   # A non-empty folder that is not a SavedModel is refused before training.
   other = tmp_path / "other"
@@ -274,7 +300,7 @@ def _scalars(model_dir, tag):
 
 
 @pytest.mark.slow
-def test_fixed_seed_gives_identical_first_20_losses(data_dir, tmp_path):
+def test_fixed_seed_gives_identical_first_20_losses(data_dir, finished_run, tmp_path):
   runs = [_pretrain(data_dir, tmp_path / name, num_train_steps=20,
                     save_checkpoints_steps=20, seed=5) for name in ("a", "b")]
   for run in runs:
@@ -283,9 +309,11 @@ def test_fixed_seed_gives_identical_first_20_losses(data_dir, tmp_path):
   assert sorted(losses[0]) == list(range(1, 21))
   assert losses[0] == losses[1]  # exact float equality, dropout on
   assert len(set(losses[0].values())) > 15  # real, changing losses
-  other_seed = _pretrain(data_dir, tmp_path / "c", num_train_steps=2, seed=6)
-  assert other_seed.returncode == 0
-  assert _scalars(tmp_path / "c", "loss")[1] != losses[0][1]
+  # Another seed gives another first loss: the finished run's, of TINY_HPARAMS'
+  # (default) seed.
+  from electra_tf.pretrain.config import PretrainingConfig
+  assert PretrainingConfig.create({**TINY_HPARAMS, "model_dir": str(finished_run)}).seed != 5
+  assert _scalars(finished_run, "loss")[1] != losses[0][1]
 
 
 # ------------------------------------------------------------ the soak
