@@ -10,6 +10,9 @@ import pathlib
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The commands' process settings (TF_USE_LEGACY_KERAS) for the tests' own
+# process and the processes they start, as each command sets them.
+import electra_tf.commands  # noqa: E402,F401  pylint: disable=unused-import
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DIR = pathlib.Path(os.environ.get("ELECTRA_TF_SHARED", REPO_ROOT.parent / "shared"))

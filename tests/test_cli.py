@@ -136,3 +136,20 @@ def test_the_official_readme_command_lines_run_unchanged(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last == f"{script}: error: {message}", last
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module, legacy_keras", [
+    ("electra_tf.commands.pretrain", "1"), ("tools", "1"), ("electra_tf.pretrain.config", None)])
+def test_commands_load_tensorflow_without_keras_3(module, legacy_keras):
+  """A command's process (and a tool's) sets TF_USE_LEGACY_KERAS before
+  TensorFlow loads, its models being tf_keras, so `import tensorflow` skips
+  Keras 3; importing the library leaves a user's process as it was, where
+  TensorFlow loads Keras 3."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  code = (f"import os, sys; import {module}; import tensorflow; "
+          "print(os.environ.get('TF_USE_LEGACY_KERAS'), 'keras._tf_keras' in sys.modules)")
+  run = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, text=True,
+                       capture_output=True, timeout=600)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.split() == [str(legacy_keras), str(legacy_keras is None)]

@@ -264,9 +264,10 @@ def work_dir(tmp_path_factory):
 
 
 def _environment() -> dict:
-  # As a user's shell has it: no PYTHONPATH, TensorFlow's log level unset.
+  # As a user's shell has it: no PYTHONPATH, TensorFlow's log level unset,
+  # no TF_USE_LEGACY_KERAS (the commands set it themselves).
   env = {k: v for k, v in os.environ.items()
-         if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
+         if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS")}
   # `python` is the interpreter running the tests (a venv need not be active).
   env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
   env["PYTHONUNBUFFERED"] = "1"

@@ -70,7 +70,8 @@ LOADER = textwrap.dedent("""
 
 
 def _project_free_env():
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  # A user's own process: nothing of the project's, nor the commands' settings.
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   return env
 

@@ -21,7 +21,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the exports hold)
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
-from tests.test_export import graph_ops, saved_model_cli
+from tests.test_export import _project_free_env, graph_ops, saved_model_cli
 from tests.test_finetune_run import TINY, read_tsv
 
 TASKS = ["cola", "rte", "sts", "squadv1", "squad", "chunk"]
@@ -174,10 +174,9 @@ def test_text_signatures_give_the_jobs_predictions_in_a_fresh_process(finetuned,
   for name in TASKS:
     arrays.update(_ids_inputs(name, data[name].features))
   np.savez(tmp_path / "arrays.npz", **arrays)
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   subprocess.run([sys.executable, "-c", LOADER, str(exports), str(tmp_path / "texts.json"),
                   str(tmp_path / "arrays.npz"), str(tmp_path / "out.npz")],
-                 cwd=tmp_path, env=env, check=True, timeout=600)
+                 cwd=tmp_path, env=_project_free_env(), check=True, timeout=600)
   out = np.load(tmp_path / "out.npz", allow_pickle=True)  # strings: object arrays
 
   def decoded(key):

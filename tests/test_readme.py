@@ -25,7 +25,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 def command_modules() -> list:
   """Every command: the modules of electra_tf/commands/."""
   return sorted(f"electra_tf.commands.{path.stem}"
-                for path in (REPO / "electra_tf" / "commands").glob("*.py"))
+                for path in (REPO / "electra_tf" / "commands").glob("*.py")
+                if path.stem != "__init__")
 
 
 def console_scripts() -> dict:
