@@ -236,9 +236,27 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
           "--tasks=chunk", "--selection_examples=10", "--learning_rates=1e-4,1e-3",
           "--random_init_seeds=1", "--max_seq_length=chunk:32",
           "--num_train_epochs=chunk:2"]
+  # First one rate, then the grid grows to two: only the new rate runs, and
+  # each start's choice is made again over both.
+  first = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
+                "--learning_rates=1e-4")
+  assert first.returncode == 0, first.stderr[-3000:]
+  one_rate = json.loads((work_dir / "results.json").read_text())
+  assert one_rate["settings"]["learning_rates"] == ["0.0001"]
+  assert {start: record["chosen_lr"] for start, record in
+          one_rate["finetuning"]["chunk"].items()} == {"random_init_seed1": 0.0001,
+                                                       "electra_seed0": 0.0001}
+  first_runs = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
+  # Two starts, each its selection and dev scores and its last evaluation's own file.
+  assert len(first_runs) == 6
   run = _tool(repo_root, *argv)
   assert run.returncode == 0, run.stderr[-3000:]
+  assert [line.split(" at lr ")[1].split(":")[0] for line in run.stdout.splitlines()
+          if "fine-tuned" in line] == ["0.001", "0.001"]
+  assert {p: p.stat().st_mtime_ns for p in first_runs} == first_runs
   results = json.loads((work_dir / "results.json").read_text())
+  for start, record in one_rate["finetuning"]["chunk"].items():
+    assert results["finetuning"]["chunk"][start]["runs"]["0.0001"] == record["runs"]["0.0001"]
 
   study = study.resolve()  # results.json's paths are absolute, symlinks resolved
   assert results["pretraining_runs"] == [
@@ -296,8 +314,33 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   assert "fine-tuned" not in rerun.stdout
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")} == before
-  # Other settings over these runs: refused.
+  # Other settings over these runs, fewer rates among them: refused.
   other = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=3e-4,1e-3")
   assert other.returncode == 2
   assert "its runs began with other settings (learning_rates differ" in other.stderr
+
+
+def test_a_grown_grid_forgets_choices_until_every_rate_has_run():
+  results = {"settings": {"learning_rates": ["0.0001", "0.001"], "seed": 1},
+             "finetuning": {"cola": {
+                 "done": {"runs": {"0.0001": {"selection": 1.0, "dev": 2.0},
+                                   "0.001": {"selection": 3.0, "dev": 4.0}},
+                          "chosen_lr": 0.001, "dev": 4.0},
+                 "begun": {"runs": {"0.0001": {"selection": 1.0, "dev": 2.0}}}}}}
+  grown = {"learning_rates": ["0.0001", "0.001", "0.003"], "seed": 1}
+  fls.check_settings(results, grown, "work")  # more rates: accepted
+  fls.drop_incomplete_choices(results, grown["learning_rates"])
+  assert results["finetuning"]["cola"]["done"] == {"runs": {
+      "0.0001": {"selection": 1.0, "dev": 2.0}, "0.001": {"selection": 3.0, "dev": 4.0}}}
+  assert "chosen_lr" not in results["finetuning"]["cola"]["begun"]
+  # The same rates: choices kept.
+  kept = {"runs": {"0.001": {"selection": 3.0, "dev": 4.0}}, "chosen_lr": 0.001, "dev": 4.0}
+  same = {"finetuning": {"sst": {"start": dict(kept)}}}
+  fls.drop_incomplete_choices(same, ["0.001"])
+  assert same["finetuning"]["sst"]["start"] == kept
+  for rates in (["0.001", "0.003"], ["0.0001"]):  # one recorded rate missing: refused
+    with pytest.raises(fls.ConfigError, match="learning_rates differ"):
+      fls.check_settings(results, {"learning_rates": rates, "seed": 1}, "work")
+  with pytest.raises(fls.ConfigError, match=r"\(seed differ"):
+    fls.check_settings(results, dict(grown, seed=2), "work")

@@ -37,7 +37,9 @@ it trains on data/selection/ (whose dev set is the selection set) and is then
 evaluated, without training, on data/dev/ (the real dev set); each score is
 kept beside it as selection_metrics.json and dev_metrics.json. Rerunning the
 same command skips the finished runs; more --study_dirs or --random_init_seeds
-add starts; other settings are refused.
+add starts; more --learning_rates (the recorded ones and others) add runs to
+every start, whose choice is then made again over all its rates (until they
+have run, a start has none); other settings are refused.
 
 work_dir/results.json: settings (the rule and its values), pretraining_runs
 (objective, seed, steps, absolute checkpoint, study_dir), finetuning
@@ -245,15 +247,30 @@ def finetune(run_dir: pathlib.Path, work_dir: pathlib.Path, task: str, checkpoin
   return scores
 
 
-def check_settings(results: Dict, settings: Dict) -> None:
-  """A one-line error if results.json's runs began with other settings."""
+def check_settings(results: Dict, settings: Dict, work_dir: pathlib.Path) -> None:
+  """A one-line error if results.json's runs began with other settings (more
+  learning rates than recorded are not other settings: they add runs)."""
   recorded = results.get("settings")
-  if recorded is not None and recorded != settings:
-    changed = sorted(k for k in set(recorded) | set(settings)
-                     if recorded.get(k) != settings.get(k))
-    raise ConfigError(f"{FLAGS.work_dir}: its runs began with other settings ({', '.join(changed)}"
+  if recorded is None:
+    return
+  widened = set(recorded.get("learning_rates", [])) <= set(settings["learning_rates"])
+  changed = sorted(k for k in set(recorded) | set(settings)
+                   if recorded.get(k) != settings.get(k)
+                   and not (k == "learning_rates" and widened))
+  if changed:
+    raise ConfigError(f"{work_dir}: its runs began with other settings ({', '.join(changed)}"
                       f" differ: {json.dumps({k: recorded.get(k) for k in changed})}); "
                       "use another --work_dir")
+
+
+def drop_incomplete_choices(results: Dict, learning_rates: Sequence[str]) -> None:
+  """Forgets the choice (chosen_lr, dev) of every start that has not run at
+  every one of `learning_rates` (the grid grew): it is made again once it has."""
+  for by_start in results.get("finetuning", {}).values():
+    for record in by_start.values():
+      if set(record["runs"]) != set(learning_rates):
+        record.pop("chosen_lr", None)
+        record.pop("dev", None)
 
 
 def merge_runs(recorded: List[Dict], runs: List[Dict]) -> List[Dict]:
@@ -290,8 +307,9 @@ def main() -> int:
               "finetuning_hparams": hparams,
               "vocab_file": studies["vocab_file"], "finetuning_data_dir": str(data_dir),
               "train_examples": train_examples}
-  check_settings(results, settings)
+  check_settings(results, settings, work_dir)
   results["settings"] = settings
+  drop_incomplete_choices(results, learning_rates)
   results["pretraining_runs"] = merge_runs(results.get("pretraining_runs", []), studies["runs"])
   for task in FLAGS.tasks:
     write_task_data(task, data_dir, work_dir, FLAGS.selection_examples, FLAGS.selection_seed)
@@ -325,7 +343,7 @@ def main() -> int:
         log(f"fine-tuned {task} from {start} at lr {lr}: selection "
             f"{record['runs'][lr]['selection']:.2f}, dev {record['runs'][lr]['dev']:.2f} "
             f"({time.time() - began:.0f} s)")
-        if len(record["runs"]) == len(learning_rates):  # every rate ran: the choice
+        if set(record["runs"]) == set(learning_rates):  # every rate ran: the choice
           record["chosen_lr"] = float(choose_lr(record["runs"]))
           record["dev"] = record["runs"][lr_key(record["chosen_lr"])]["dev"]
         save()
