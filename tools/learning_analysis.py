@@ -488,6 +488,10 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
 
 
 FULL_LABELS_STUDY = "full_labels"
+# The full-label grid's first pass (three learning rates, the seeds' first
+# checkpoints, lost with their machine): kept and tabulated as it stood.
+FULL_LABELS_FIRST_GRID = "full_labels_first_grid"
+FULL_LABELS_STUDIES = (FULL_LABELS_STUDY, FULL_LABELS_FIRST_GRID)
 FULL_LABELS_TASKS = ("cola", "sst", "chunk")  # the paper's GLUE order, then chunking
 FULL_LABELS_GROUPS = (("random_init", "random initialisation"), ("electra", "ELECTRA"),
                       ("masked_lm", "masked LM at equal FLOPs"))
@@ -789,10 +793,10 @@ def full_labels_task_tables(analysis: Dict, tasks: List[str]) -> List[str]:
 
 def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   """{table name: markdown}: NAME/SETTING for every study's setting,
-  large_corpus_seeds when the seeds ran and full_labels when that study ran."""
+  large_corpus_seeds when the seeds ran and full_labels (and its first grid) when they ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study in (SEEDS_STUDY, FULL_LABELS_STUDY, REPRESENTATION_STUDY):
+    if study in (SEEDS_STUDY, REPRESENTATION_STUDY) + FULL_LABELS_STUDIES:
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -803,8 +807,9 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   if seeds and seeds["tasks"]:
     tables[SEEDS_STUDY] = seeds_tables(
         seeds, analyses["large_corpus"]["finetuning_labels100"]["baselines"])
-  if analyses.get(FULL_LABELS_STUDY):
-    tables[FULL_LABELS_STUDY] = full_labels_tables(analyses[FULL_LABELS_STUDY])
+  for study in FULL_LABELS_STUDIES:
+    if analyses.get(study):
+      tables[study] = full_labels_tables(analyses[study])
   if analyses.get(REPRESENTATION_STUDY):
     tables[REPRESENTATION_STUDY] = representation_tables(analyses[REPRESENTATION_STUDY])
   return tables
@@ -845,7 +850,7 @@ def analysis_paths() -> Dict[str, str]:
   """Where each study's `analysis` is stored, relative to the studies' folder."""
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
-  for study in (FULL_LABELS_STUDY, REPRESENTATION_STUDY):
+  for study in FULL_LABELS_STUDIES + (REPRESENTATION_STUDY,):
     paths[study] = f"{study}/results.json"
   return paths
 
@@ -856,10 +861,10 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   seeds = analyse_seeds(study_dir, main)
   if seeds:
     analyses[SEEDS_STUDY] = seeds
-  full_labels = study_dir / FULL_LABELS_STUDY / "results.json"
-  if full_labels.exists():
-    analyses[FULL_LABELS_STUDY] = analyse_full_labels(json.loads(full_labels.read_text()),
-                                                      data_dir)
+  for study in FULL_LABELS_STUDIES:
+    full_labels = study_dir / study / "results.json"
+    if full_labels.exists():
+      analyses[study] = analyse_full_labels(json.loads(full_labels.read_text()), data_dir)
   representations = study_dir / REPRESENTATION_STUDY / "results.json"
   if representations.exists():
     analyses[REPRESENTATION_STUDY] = analyse_representations(

@@ -52,8 +52,11 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 # Then, from the six runs where their schedules end: the representation probe
 # (statistics and a linear probe per layer, three random initialisations
 # beside them) and the full training sets (CoLA and chunking at the official
-# 3 epochs, SST-2 at 1), each resumable on its own.
+# 3 epochs, SST-2 at 1; learning rates 1e-4 to 3e-3, the first pass's
+# 1e-4 to 1e-3 having been too low for random initialisation), each resumable
+# on its own.
 RUNS=$(for seed in $SEEDS; do printf '%s,' "$D/seeds/seed$seed"; done)
 python3 -m tools.representation_probe --output_dir=$D/probe --study_dirs="${RUNS%,}"
 python3 -m tools.full_label_study --work_dir=$D/full_labels --study_dirs="${RUNS%,}" \
-  --tasks=cola,chunk,sst --num_train_epochs=cola:3,chunk:3,sst:1
+  --tasks=cola,chunk,sst --num_train_epochs=cola:3,chunk:3,sst:1 \
+  --learning_rates=1e-4,3e-4,1e-3,3e-3
