@@ -186,7 +186,7 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   (ELECTRA against random initialisation, and the family Holm's correction ran
   over) as the widened grid's committed table gives it, and the first pass's
   beside it; when chunking and SST-2 complete, the family grows and the quotes
-  must be rewritten."""
+  must be rewritten (chunking's are quoted too)."""
   full = analyses[la.FULL_LABELS_STUDY]
   groups = full["tasks"]["cola"]["groups"]
   versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
@@ -194,12 +194,25 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   summary = " ".join((STUDY_DIR.parent / "learning.md").read_text(
       encoding="utf-8").split("\n## ")[0].replace("**", "").split())
   quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
-            f"for ELECTRA, Holm {random['p_holm']:.2f} over CoLA's {full['family_size']} "
-            "comparisons")
+            f"for ELECTRA, Holm {random['p_holm']:.2f} over the {full['family_size']} "
+            "comparisons of CoLA and chunking")
   assert quoted in summary
   for group in ("electra", "random_init", "masked_lm"):
     assert f"{groups[group]['mean']:.1f} ± {groups[group]['sd']:.1f}" in summary
   assert f"on the same examples {full['tasks']['cola']['baselines']['naive_bayes']:.1f}" in summary
+  chunk = full["tasks"]["chunk"]["groups"]
+  for group in ("electra", "random_init", "masked_lm"):
+    assert f"{chunk[group]['mean']:.1f} ± {chunk[group]['sd']:.1f}" in summary
+  assert f"most frequent tag {full['tasks']['chunk']['baselines']['most_frequent_tag']:.1f}" in (
+      summary)
+  chunk_versus = {(c["start"], c["against"]): c for c in full["comparisons"]
+                  if c["task"] == "chunk"}
+  lead = chunk_versus[("electra", "masked_lm")]
+  assert (f"{lead['difference']:+.1f} [{lead['ci95'][0]:+.1f}, {lead['ci95'][1]:+.1f}]"
+          in summary)
+  holm = sorted(f"{c['p_holm']:.2f}" for c in chunk_versus.values())
+  assert all(c["p_holm"] > 0.05 for c in chunk_versus.values())
+  assert f"significant after Holm ({holm[0]}-{holm[-1]})" in summary
   first = analyses[la.FULL_LABELS_FIRST_GRID]
   first_random = next(c for c in first["comparisons"]
                       if (c["task"], c["start"], c["against"]) == ("cola", "electra", "random_init"))
