@@ -330,14 +330,14 @@ def test_a_grown_grid_forgets_choices_until_every_rate_has_run():
                  "begun": {"runs": {"0.0001": {"selection": 1.0, "dev": 2.0}}}}}}
   grown = {"learning_rates": ["0.0001", "0.001", "0.003"], "seed": 1}
   fls.check_settings(results, grown, "work")  # more rates: accepted
-  fls.drop_incomplete_choices(results, grown["learning_rates"])
+  fls.settle_choices(results, grown["learning_rates"])
   assert results["finetuning"]["cola"]["done"] == {"runs": {
       "0.0001": {"selection": 1.0, "dev": 2.0}, "0.001": {"selection": 3.0, "dev": 4.0}}}
   assert "chosen_lr" not in results["finetuning"]["cola"]["begun"]
   # The same rates: choices kept.
   kept = {"runs": {"0.001": {"selection": 3.0, "dev": 4.0}}, "chosen_lr": 0.001, "dev": 4.0}
   same = {"finetuning": {"sst": {"start": dict(kept)}}}
-  fls.drop_incomplete_choices(same, ["0.001"])
+  fls.settle_choices(same, ["0.001"])
   assert same["finetuning"]["sst"]["start"] == kept
   for rates in (["0.001", "0.003"], ["0.0001"]):  # one recorded rate missing: refused
     with pytest.raises(fls.ConfigError, match="learning_rates differ"):

@@ -263,14 +263,23 @@ def check_settings(results: Dict, settings: Dict, work_dir: pathlib.Path) -> Non
                       "use another --work_dir")
 
 
-def drop_incomplete_choices(results: Dict, learning_rates: Sequence[str]) -> None:
-  """Forgets the choice (chosen_lr, dev) of every start that has not run at
-  every one of `learning_rates` (the grid grew): it is made again once it has."""
+def settle_choice(record: Dict, learning_rates: Sequence[str]) -> None:
+  """A start's choice (chosen_lr, and dev: that run's dev score) once its
+  record has run at every one of `learning_rates`; none before (a grid that
+  grew forgets it until the new rates have run)."""
+  if set(record["runs"]) == set(learning_rates):
+    record["chosen_lr"] = float(choose_lr(record["runs"]))
+    record["dev"] = record["runs"][lr_key(record["chosen_lr"])]["dev"]
+  else:
+    record.pop("chosen_lr", None)
+    record.pop("dev", None)
+
+
+def settle_choices(results: Dict, learning_rates: Sequence[str]) -> None:
+  """settle_choice for every start of every task in results.json."""
   for by_start in results.get("finetuning", {}).values():
     for record in by_start.values():
-      if set(record["runs"]) != set(learning_rates):
-        record.pop("chosen_lr", None)
-        record.pop("dev", None)
+      settle_choice(record, learning_rates)
 
 
 def merge_runs(recorded: List[Dict], runs: List[Dict]) -> List[Dict]:
@@ -309,7 +318,7 @@ def main() -> int:
               "train_examples": train_examples}
   check_settings(results, settings, work_dir)
   results["settings"] = settings
-  drop_incomplete_choices(results, learning_rates)
+  settle_choices(results, learning_rates)
   results["pretraining_runs"] = merge_runs(results.get("pretraining_runs", []), studies["runs"])
   for task in FLAGS.tasks:
     write_task_data(task, data_dir, work_dir, FLAGS.selection_examples, FLAGS.selection_seed)
@@ -343,9 +352,7 @@ def main() -> int:
         log(f"fine-tuned {task} from {start} at lr {lr}: selection "
             f"{record['runs'][lr]['selection']:.2f}, dev {record['runs'][lr]['dev']:.2f} "
             f"({time.time() - began:.0f} s)")
-        if set(record["runs"]) == set(learning_rates):  # every rate ran: the choice
-          record["chosen_lr"] = float(choose_lr(record["runs"]))
-          record["dev"] = record["runs"][lr_key(record["chosen_lr"])]["dev"]
+        settle_choice(record, learning_rates)
         save()
   if "analysis" not in results:
     save(analyse=True)
