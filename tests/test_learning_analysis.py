@@ -182,11 +182,11 @@ def test_probe_figures_quoted_are_the_committed_ones(analyses):
 
 
 def test_full_label_figures_quoted_are_the_committed_ones(analyses):
-  """learning.md's summary and the README quote CoLA's full-label result
-  (ELECTRA against random initialisation, and the family Holm's correction ran
-  over) as the widened grid's committed table gives it, and the first pass's
-  beside it; when chunking and SST-2 complete, the family grows and the quotes
-  must be rewritten (chunking's are quoted too)."""
+  """learning.md's summary and the README quote the full-label results of the
+  three tasks (CoLA's ELECTRA against random initialisation with the family
+  Holm's correction ran over, every group's mean, the trivial baselines,
+  chunking's and SST-2's Holm ranges) as the widened grid's committed table
+  gives them, and the first pass's beside them."""
   full = analyses[la.FULL_LABELS_STUDY]
   groups = full["tasks"]["cola"]["groups"]
   versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
@@ -195,7 +195,8 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
       encoding="utf-8").split("\n## ")[0].replace("**", "").split())
   quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
             f"for ELECTRA, Holm {random['p_holm']:.2f} over the {full['family_size']} "
-            "comparisons of CoLA and chunking")
+            "comparisons of the three tasks")
+  assert full["family_size"] == 9 and not full["pending"]
   assert quoted in summary
   for group in ("electra", "random_init", "masked_lm"):
     assert f"{groups[group]['mean']:.1f} ± {groups[group]['sd']:.1f}" in summary
@@ -213,6 +214,18 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   holm = sorted(f"{c['p_holm']:.2f}" for c in chunk_versus.values())
   assert all(c["p_holm"] > 0.05 for c in chunk_versus.values())
   assert f"significant after Holm ({holm[0]}-{holm[-1]})" in summary
+  sst = full["tasks"]["sst"]
+  assert (f"random initialisation {sst['groups']['random_init']['mean']:.1f} ± "
+          f"{sst['groups']['random_init']['sd']:.1f}% on dev") in summary
+  for group in ("electra", "masked_lm"):
+    assert f"{sst['groups'][group]['mean']:.1f} ± {sst['groups'][group]['sd']:.1f}" in summary
+  assert (f"Naive Bayes {sst['baselines']['naive_bayes']:.1f}, majority class "
+          f"{sst['baselines']['majority_class']:.1f}") in summary
+  sst_holm = sorted(c["p_holm"] for c in full["comparisons"] if c["task"] == "sst")
+  assert sst_holm[0] > 0.05
+  assert f"(Holm {sst_holm[0]:.2f}-{sst_holm[-1]:.2f})" in summary
+  best = max(g["mean"] for g in sst["groups"].values())
+  assert f"no group is more than {best - sst['baselines']['naive_bayes']:.1f} points" in summary
   first = analyses[la.FULL_LABELS_FIRST_GRID]
   first_random = next(c for c in first["comparisons"]
                       if (c["task"], c["start"], c["against"]) == ("cola", "electra", "random_init"))
@@ -223,6 +236,9 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   section = " ".join(readme.split("## Does it learn?")[1].split("\n## ")[0].split())
   assert (f"random initialisation {groups['random_init']['mean']:.1f}, "
           f"Holm {random['p_holm']:.2f}") in section
+  sst_means = sorted(g["mean"] for g in sst["groups"].values())
+  assert (f"on SST-2 all are level ({sst_means[0]:.1f}-{sst_means[-1]:.1f}%, Naive Bayes "
+          f"{sst['baselines']['naive_bayes']:.1f}%)") in section
 
 
 def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
