@@ -283,3 +283,28 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
       (1, 0.51), (2, 0.52), (3, 0.53)]
   table = la.seeds_pretraining_table(seeds["pretraining_evals"]).splitlines()
   assert table[2] == "| ELECTRA, seed 1 | 2,000 | - | 0.510 | - | - | - | - |"
+
+
+def test_official_trajectory_figures_are_the_committed_run():
+  """learning.md's table against the official learning curve, its eval line
+  and the README's figure restate `official_trajectory.json` (the tool's
+  --json summary), window by window."""
+  run = json.loads((STUDY_DIR / "official_trajectory.json").read_text(encoding="utf-8"))
+  text = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
+  windows = run["windows"]
+  for window in windows["mlm_loss"]:
+    cells = [window]
+    for loss in ("mlm_loss", "disc_loss"):
+      w = windows[loss][window]
+      cells += [f"{w['official_mean']:.3f} ({w['official_min']:.3f}-{w['official_max']:.3f})",
+                " / ".join(f"{x:.3f}" for x in w["ours"])]
+    assert "| " + " | ".join(cells) + " |" in text, window
+  recall = run["eval"]["disc_recall"]
+  assert ("`disc_recall` " + ", ".join(f"{x:.2f}" for x in recall["official"]) + " / "
+          + ", ".join(f"{x:.2f}" for x in recall["ours"])) in text
+  last = windows["mlm_loss"]["301-400"]
+  readme = " ".join((STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8").split())
+  assert (f"steps 301-400 is {min(last['ours']):.2f}-{max(last['ours']):.2f} against the "
+          f"official seeds' {last['official_min']:.2f}-{last['official_max']:.2f}") in readme
+  gaps = [windows["mlm_loss"][w]["gap"] for w in windows["mlm_loss"]]
+  assert f"generator {min(gaps):.2f}-{max(gaps):.2f} nats behind" in " ".join(text.split())
