@@ -308,3 +308,15 @@ def test_official_trajectory_figures_are_the_committed_run():
           f"official seeds' {last['official_min']:.2f}-{last['official_max']:.2f}") in readme
   gaps = [windows["mlm_loss"][w]["gap"] for w in windows["mlm_loss"]]
   assert f"generator {min(gaps):.2f}-{max(gaps):.2f} nats behind" in " ".join(text.split())
+
+
+def test_embedded_default_figures_are_the_committed_run():
+  """The default's row in learning.md and the README's AUC restate
+  `embedded_default.json` (the command's own results file)."""
+  ev = json.loads((STUDY_DIR / "embedded_default.json").read_text(encoding="utf-8"))["eval"]
+  row = (f"| **{ev['disc_auc_real_tokens']:.3f}** | **{ev['disc_precision']:.2f}** | "
+         f"**{ev['disc_recall']:.2f}** | {ev['disc_accuracy']:.3f} "
+         f"({ev['disc_always_real_accuracy']:.3f}) | {ev['masked_lm_accuracy']:.3f} |")
+  assert row in (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
+  readme = " ".join((STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8").split())
+  assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
