@@ -12,6 +12,12 @@ from scipy import stats
 from tools import learning_analysis as la
 
 STUDY_DIR = pathlib.Path(__file__).resolve().parent.parent / "docs" / "learning_study"
+LEARNING_MD = STUDY_DIR.parent / "learning.md"
+README = STUDY_DIR.parent.parent / "README.md"
+
+
+def _read(path: pathlib.Path) -> str:
+  return path.read_text(encoding="utf-8")
 
 
 def test_welch_matches_scipy_and_its_interval_holds_the_difference():
@@ -107,7 +113,7 @@ def test_stored_analysis_is_the_recomputed_one(analyses):
 
 
 def test_learning_md_tables_are_the_recomputed_ones(analyses):
-  doc = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
+  doc = _read(LEARNING_MD)
   documented = la.doc_tables(doc)
   for name, table in la.all_tables(analyses).items():
     assert documented.get(name) == table, f"learning.md: table {name}"
@@ -136,9 +142,9 @@ def test_large_corpus_headline_figures(analyses):
   assert between["main_run_first_against_last"]["p"] < 0.005
   assert between["checkpoint_as_unit"]["difference"] == pytest.approx(1.53, abs=0.01)
   assert between["checkpoint_as_unit"]["p"] == pytest.approx(0.084, abs=0.001)
-  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  readme = _read(README)
   section = readme.split("## Does it learn?")[1].split("\n## ")[0]
-  summary = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8").split("\n## ")[0]
+  summary = _read(LEARNING_MD).split("\n## ")[0]
   baselines = analyses["large_corpus"]["finetuning_labels100"]["baselines"]
   assert f"{sst['difference']:+.1f} [{sst['ci95'][0]:+.1f}, {sst['ci95'][1]:+.1f}]" in summary
   # Both quote the replication over three pre-training runs an objective.
@@ -170,9 +176,9 @@ def test_probe_figures_quoted_are_the_committed_ones(analyses):
   seeds = {(c["task"], c["start"], c["against"]): c
            for c in analyses[la.SEEDS_STUDY]["comparisons"]}
   finetuned = seeds[("chunk", "electra", "masked_lm")]
-  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  readme = _read(README)
   section = readme.split("## Does it learn?")[1].split("\n## ")[0]
-  summary = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8").split("\n## ")[0]
+  summary = _read(LEARNING_MD).split("\n## ")[0]
   for text in (section, summary):
     assert f"{chunk['difference']:+.1f} F1, Holm p {chunk['p_holm']:.3f}" in " ".join(
         text.replace("**", "").replace(f"[{chunk['ci95'][0]:+.1f}, {chunk['ci95'][1]:+.1f}] ",
@@ -191,8 +197,7 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   groups = full["tasks"]["cola"]["groups"]
   versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
   random = versus[("electra", "random_init")]
-  summary = " ".join((STUDY_DIR.parent / "learning.md").read_text(
-      encoding="utf-8").split("\n## ")[0].replace("**", "").split())
+  summary = " ".join(_read(LEARNING_MD).split("\n## ")[0].replace("**", "").split())
   quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
             f"for ELECTRA, Holm {random['p_holm']:.2f} over the {full['family_size']} "
             "comparisons of the three tasks")
@@ -232,7 +237,7 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   electra = first["tasks"]["cola"]["groups"]["electra"]
   assert (f"(ELECTRA {electra['mean']:.1f} ± {electra['sd']:.1f}, "
           f"{first_random['difference']:+.1f}, Holm {first_random['p_holm']:.2f})") in summary
-  readme = (STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+  readme = _read(README)
   section = " ".join(readme.split("## Does it learn?")[1].split("\n## ")[0].split())
   assert (f"random initialisation {groups['random_init']['mean']:.1f}, "
           f"Holm {random['p_holm']:.2f}") in section
@@ -290,7 +295,7 @@ def test_official_trajectory_figures_are_the_committed_run():
   and the README's figure restate `official_trajectory.json` (the tool's
   --json summary), window by window."""
   run = json.loads((STUDY_DIR / "official_trajectory.json").read_text(encoding="utf-8"))
-  text = (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
+  text = _read(LEARNING_MD)
   windows = run["windows"]
   for window in windows["mlm_loss"]:
     cells = [window]
@@ -303,7 +308,7 @@ def test_official_trajectory_figures_are_the_committed_run():
   assert ("`disc_recall` " + ", ".join(f"{x:.2f}" for x in recall["official"]) + " / "
           + ", ".join(f"{x:.2f}" for x in recall["ours"])) in text
   last = windows["mlm_loss"]["301-400"]
-  readme = " ".join((STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8").split())
+  readme = " ".join(_read(README).split())
   assert (f"steps 301-400 is {min(last['ours']):.2f}-{max(last['ours']):.2f} against the "
           f"official seeds' {last['official_min']:.2f}-{last['official_max']:.2f}") in readme
   gaps = [windows["mlm_loss"][w]["gap"] for w in windows["mlm_loss"]]
@@ -317,6 +322,6 @@ def test_embedded_default_figures_are_the_committed_run():
   row = (f"| **{ev['disc_auc_real_tokens']:.3f}** | **{ev['disc_precision']:.2f}** | "
          f"**{ev['disc_recall']:.2f}** | {ev['disc_accuracy']:.3f} "
          f"({ev['disc_always_real_accuracy']:.3f}) | {ev['masked_lm_accuracy']:.3f} |")
-  assert row in (STUDY_DIR.parent / "learning.md").read_text(encoding="utf-8")
-  readme = " ".join((STUDY_DIR.parent.parent / "README.md").read_text(encoding="utf-8").split())
+  assert row in _read(LEARNING_MD)
+  readme = " ".join(_read(README).split())
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
