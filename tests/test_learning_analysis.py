@@ -20,6 +20,16 @@ def _read(path: pathlib.Path) -> str:
   return path.read_text(encoding="utf-8")
 
 
+def _readme_section() -> str:
+  """The README's "Does it learn?" section."""
+  return _read(README).split("## Does it learn?")[1].split("\n## ")[0]
+
+
+def _summary() -> str:
+  """learning.md before its first section: the introduction and "In short"."""
+  return _read(LEARNING_MD).split("\n## ")[0]
+
+
 def test_welch_matches_scipy_and_its_interval_holds_the_difference():
   a, b = [60.0, 61.5, 58.0, 62.5], [56.0, 57.0, 55.5]
   result = la.welch(a, b)
@@ -142,9 +152,8 @@ def test_large_corpus_headline_figures(analyses):
   assert between["main_run_first_against_last"]["p"] < 0.005
   assert between["checkpoint_as_unit"]["difference"] == pytest.approx(1.53, abs=0.01)
   assert between["checkpoint_as_unit"]["p"] == pytest.approx(0.084, abs=0.001)
-  readme = _read(README)
-  section = readme.split("## Does it learn?")[1].split("\n## ")[0]
-  summary = _read(LEARNING_MD).split("\n## ")[0]
+  section = _readme_section()
+  summary = _summary()
   baselines = analyses["large_corpus"]["finetuning_labels100"]["baselines"]
   assert f"{sst['difference']:+.1f} [{sst['ci95'][0]:+.1f}, {sst['ci95'][1]:+.1f}]" in summary
   # Both quote the replication over three pre-training runs an objective.
@@ -176,9 +185,8 @@ def test_probe_figures_quoted_are_the_committed_ones(analyses):
   seeds = {(c["task"], c["start"], c["against"]): c
            for c in analyses[la.SEEDS_STUDY]["comparisons"]}
   finetuned = seeds[("chunk", "electra", "masked_lm")]
-  readme = _read(README)
-  section = readme.split("## Does it learn?")[1].split("\n## ")[0]
-  summary = _read(LEARNING_MD).split("\n## ")[0]
+  section = _readme_section()
+  summary = _summary()
   for text in (section, summary):
     assert f"{chunk['difference']:+.1f} F1, Holm p {chunk['p_holm']:.3f}" in " ".join(
         text.replace("**", "").replace(f"[{chunk['ci95'][0]:+.1f}, {chunk['ci95'][1]:+.1f}] ",
@@ -197,7 +205,7 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   groups = full["tasks"]["cola"]["groups"]
   versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
   random = versus[("electra", "random_init")]
-  summary = " ".join(_read(LEARNING_MD).split("\n## ")[0].replace("**", "").split())
+  summary = " ".join(_summary().replace("**", "").split())
   quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
             f"for ELECTRA, Holm {random['p_holm']:.2f} over the {full['family_size']} "
             "comparisons of the three tasks")
@@ -237,8 +245,7 @@ def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   electra = first["tasks"]["cola"]["groups"]["electra"]
   assert (f"(ELECTRA {electra['mean']:.1f} ± {electra['sd']:.1f}, "
           f"{first_random['difference']:+.1f}, Holm {first_random['p_holm']:.2f})") in summary
-  readme = _read(README)
-  section = " ".join(readme.split("## Does it learn?")[1].split("\n## ")[0].split())
+  section = " ".join(_readme_section().split())
   assert (f"random initialisation {groups['random_init']['mean']:.1f}, "
           f"Holm {random['p_holm']:.2f}") in section
   sst_means = sorted(g["mean"] for g in sst["groups"].values())
@@ -325,3 +332,19 @@ def test_embedded_default_figures_are_the_committed_run():
   assert row in _read(LEARNING_MD)
   readme = " ".join(_read(README).split())
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
+
+
+def test_same_machine_rerun_quoted_is_the_committed_one():
+  """learning.md's "bit for bit" for ELECTRA's rerun restates
+  recreated_checkpoints.json: no tensor differs and the evaluation is the
+  re-created run's."""
+  recreated = json.loads((STUDY_DIR / "full_labels" / "recreated_checkpoints.json").read_text(
+      encoding="utf-8"))
+  rerun = recreated["same_machine_rerun"]
+  assert rerun["numeric_tensors_differing"] == 0 and rerun["largest_abs_difference"] == 0.0
+  run = next(r for r in recreated["runs"]
+             if (r["objective"], r["seed"]) == (rerun["objective"], rerun["seed"]))
+  assert rerun["evaluation"] == run["recreated"]
+  text = " ".join(_read(LEARNING_MD).split())
+  assert (f"bit for bit, all {rerun['numeric_tensors']} numeric tensors and every held-out "
+          "figure") in text
