@@ -24,7 +24,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from electra_tf import fileio
 from electra_tf import stop_points
-from electra_tf.errors import CheckpointError, ConfigError
+from electra_tf.errors import CheckpointError, ConfigError, error_message
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
@@ -61,17 +61,95 @@ def named_variables(target: Target) -> Dict[str, tf.Variable]:
 
 
 def resolve_checkpoint(path: str) -> str:
-  """A checkpoint prefix, or a directory's latest checkpoint -> the prefix."""
+  """A checkpoint prefix, or a directory's latest checkpoint -> the prefix,
+  read whole first (`damage`): a damaged one is a CheckpointError naming the
+  newest intact one of its directory."""
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise CheckpointError(f"checkpoint {path}: directory holds no checkpoint "
                             "(no 'checkpoint' state file)")
-    return latest
-  if not tf.io.gfile.exists(path + ".index"):
+  elif not tf.io.gfile.exists(path + ".index"):
     raise CheckpointError(f"checkpoint {path}: not found (no {path}.index and not "
                           "a directory)")
-  return path
+  else:
+    latest = path
+  why = damage(latest)
+  if why:
+    intact, _ = newest_intact(os.path.dirname(latest))
+    raise CheckpointError(
+        f"checkpoint {latest} is damaged ({why}); " + (
+            f"the newest intact one is {intact} (name it where a checkpoint is asked for; "
+            "a training rerun resumes from it and sets the damaged one aside)"
+            if intact else "no intact checkpoint is beside it"))
+  return latest
+
+
+# What reading a damaged checkpoint raises: TensorFlow's op errors (a
+# checksum mismatch, a missing file) and, for a data file cut short, the
+# IndexError of its reader ("Read less bytes than requested").
+_DAMAGE_ERRORS = (tf.errors.OpError, IndexError, ValueError)
+
+
+def damage(prefix: str) -> Optional[str]:
+  """Why the checkpoint `prefix` cannot be read whole (one line), or None:
+  every tensor is read, its checksum verified."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except _DAMAGE_ERRORS as e:
+    return error_message(e)
+  return None
+
+
+def newest_intact(directory: str) -> Tuple[Optional[str], List[Tuple[str, str]]]:
+  """(the newest checkpoint of directory's state file that reads whole or
+  None, [(each newer, damaged prefix, why)])."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return None, []
+  prefixes = [p for p in state.all_model_checkpoint_paths if p != state.model_checkpoint_path]
+  damaged = []
+  for prefix in reversed(prefixes + [state.model_checkpoint_path]):
+    why = damage(prefix)
+    if why is None:
+      return prefix, damaged
+    damaged.append((prefix, why))
+  return None, damaged
+
+
+DAMAGED_SUFFIX = ".damaged"
+
+
+def set_aside_damaged(directory: str) -> Tuple[Optional[str], List[Tuple[str, str]]]:
+  """Makes the newest intact checkpoint of directory its latest: the newer,
+  damaged ones' files are renamed `<file>.damaged` (kept for a look, never
+  read again) and the state file rewritten without them.  Returns
+  `newest_intact`'s answer; a directory of damaged checkpoints only is a
+  CheckpointError."""
+  intact, damaged = newest_intact(directory)
+  if damaged and intact is None:
+    prefix, why = damaged[0]
+    raise CheckpointError(f"checkpoint {prefix} is damaged ({why}), and so is every "
+                          f"older one in {directory}: move them out of it to start anew")
+  if damaged:
+    state = tf.train.get_checkpoint_state(directory)
+    bad = {prefix for prefix, _ in damaged}
+    kept = [(path, time) for path, time in zip(state.all_model_checkpoint_paths,
+                                               state.all_model_checkpoint_timestamps)
+            if path not in bad]
+    # The state first (written atomically): a kill between the two leaves a
+    # damaged file under its name, not a state naming a missing checkpoint.
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, intact, all_model_checkpoint_paths=[path for path, _ in kept],
+        all_model_checkpoint_timestamps=[time for _, time in kept],
+        last_preserved_timestamp=state.last_preserved_timestamp)
+    for prefix in bad:
+      for path in tf.io.gfile.glob(prefix + ".*"):
+        if not path.endswith(DAMAGED_SUFFIX):
+          tf.io.gfile.rename(path, path + DAMAGED_SUFFIX, overwrite=True)
+  return intact, damaged
 
 
 def _is_optimizer_state(name: str) -> bool:

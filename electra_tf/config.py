@@ -19,6 +19,11 @@ locations) and the machinery of both:
     `convert --from_hf`) fills every architecture hparam the user did not
     give, and a given value that contradicts it is a one-line error naming
     both; `vocab_size` defaults to the vocab file's entry count;
+  * a rerun in a model_dir that holds a run takes every hparam the run
+    recorded (`_run_record`) unless the command sets it (`RerunNotes` says
+    which values changed; the job refuses a change its resume cannot honour,
+    `_check_rerun`), and the vocab beside the checkpoint is the default
+    vocab_file (another vocab is a one-line error);
   * an unknown hparam, a value of the wrong JSON type and a value out of
     range are a one-line `ConfigError` naming the hparam;
   * `parse_hparams` reads `--hparams` (a JSON object or a .json file).
@@ -30,7 +35,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from electra_tf.errors import ConfigError
 from electra_tf.vocabulary import load_vocab
@@ -59,6 +64,9 @@ ARCHITECTURE_RECORD = "electra_config.json"
 IMPORTED_HPARAMS = "hparams.json"
 FINETUNING_RECORD = "finetuning_config.json"
 VOCAB_NAME = "vocab.txt"  # the model's vocab, beside its checkpoints
+# What a pre-training model_dir's checkpoints were trained with: each run's
+# hparams and command, from the step it started at.
+TRAINING_RECORD = "training_runs.json"
 # The hparams such a record fixes: the architecture and the casing.
 RECORDED_KEYS = ("model_size", "vocab_size", "embedding_size", "model_hparam_overrides",
                  "do_lower_case", "electra_objective", "electric_objective",
@@ -182,6 +190,10 @@ class JobConfig:
   POSITIVE: ClassVar[Tuple[str, ...]] = ("vocab_size", "max_seq_length", "log_every",
                                          "gradient_accumulation_steps")
   DERIVED: ClassVar[Tuple[str, ...]] = ()
+  # Set by `create` (not hparams): the run record a rerun read (None: a
+  # first run), and the values taken from the job's inputs.
+  rerun: ClassVar[Optional["RerunNotes"]] = None
+  inferred: ClassVar[Dict[str, Any]] = {}
 
   # ---------------------------------------------------------------- creation
   @classmethod
@@ -196,6 +208,7 @@ class JobConfig:
     user = dict(hparams or {})
     user.update({key: value for key, value in flags.items() if value is not None})
     cls.check_hparams(user)
+    given = set(user)
     config = cls._resolve(user, data_dir, model_name)
     fields = {f.name for f in dataclasses.fields(cls) if f.init}
     for directory in [checkpoint] if checkpoint else config._checkpoint_dirs():
@@ -204,9 +217,37 @@ class JobConfig:
         recorded, source = found
         user = with_recorded(user, {k: v for k, v in recorded.items() if k in fields}, source)
         config = cls._resolve(user, data_dir, model_name)
+    rerun = None
+    found = config._run_record()
+    if found:  # a rerun: the run's hparams are the defaults
+      recorded, source = found
+      recorded = {k: v for k, v in recorded.items() if k in fields
+                  and k not in NOT_FROM_RUN_RECORD and k not in cls.DERIVED}
+      placed = config._placed_by(data_dir)
+      rerun = RerunNotes(source, {k: (recorded[k], user[k]) for k in sorted(given)
+                                  if k in recorded and _json(recorded[k]) != _json(user[k])})
+      user = {**{k: v for k, v in recorded.items() if k not in placed}, **user}
+      config = cls._resolve(user, data_dir, model_name)
+    sources = config._checkpoint_dirs() + ([checkpoint] if checkpoint else [])
+    beside = [path for path in map(recorded_vocab, sources) if path]
+    placed_vocab = "vocab_file" in config._placed_by(data_dir) and os.path.isfile(
+        config.vocab_file)
+    if "vocab_file" not in user and beside and not placed_vocab:
+      user["vocab_file"] = beside[0]  # the vocab the checkpoint was trained with
+      config = cls._resolve(user, data_dir, model_name)
+    inferred = {k: v for k, v in config._from_inputs().items() if k not in user}
+    if inferred:
+      user.update(inferred)
+      config = cls._resolve(user, data_dir, model_name)
     if "vocab_size" not in user and os.path.isfile(config.vocab_file):
       config.vocab_size = len(load_vocab(config.vocab_file))
+    for path in beside:
+      check_same_vocab(config.vocab_file, path)
     config.validate()
+    if rerun is not None:
+      config._check_rerun(rerun)
+    config.rerun = rerun
+    config.inferred = inferred
     return config
 
   @classmethod
@@ -230,6 +271,26 @@ class JobConfig:
     """Where this job's own checkpoints may already be (a rerun, an
     evaluation): their records count as the user's architecture."""
     return []
+
+  def _run_record(self) -> Optional[Tuple[Dict[str, Any], str]]:
+    """(hparams, path) of the run model_dir already holds, or None: a rerun
+    takes them as its defaults."""
+    return None
+
+  def _placed_by(self, data_dir: str) -> set:
+    """The hparams `data_dir` sets when given (paths under it): a rerun
+    that gives data_dir does not take the recorded ones, and its vocab
+    (when there) is used, checked against the checkpoint's."""
+    del data_dir
+    return set()
+
+  def _from_inputs(self) -> Dict[str, Any]:
+    """Values the job's inputs dictate (e.g. the records' length), used
+    where neither the user nor a record gives them."""
+    return {}
+
+  def _check_rerun(self, rerun: "RerunNotes") -> None:
+    """Raises ConfigError for a change the rerun cannot honour."""
 
   def update(self, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
@@ -296,6 +357,46 @@ class JobConfig:
 
 
 # ------------------------------------------------------- recorded hparams
+# What a rerun never takes from its run record: what this command does, and
+# where (model_dir holds the record; the vocab beside it is the default).
+NOT_FROM_RUN_RECORD = ("do_train", "do_eval", "model_dir", "model_name", "data_dir",
+                       "results_txt", "results_pkl", "vocab_file")
+
+
+class RerunNotes:
+  """A rerun's record (`source`) and the values the command changed:
+  {hparam: (recorded, now)}."""
+
+  def __init__(self, source: str, changed: Mapping[str, Tuple[Any, Any]]):
+    self.source = source
+    self.changed = dict(changed)
+
+  def lines(self) -> list:
+    """What a job prints at start."""
+    lines = [f"Continuing the run recorded in {self.source}: every hparam not set here "
+             "is the recorded one"]
+    lines += [f"  {key}: {_json(now)} (recorded: {_json(was)})"
+              for key, (was, now) in self.changed.items()]
+    return lines
+
+
+def _json(value: Any) -> str:
+  """A value as JSON gives it back (so 1 == 1.0, tuples == lists)."""
+  return json.dumps(value, sort_keys=True, default=str)
+
+
+def check_same_vocab(vocab_file: str, recorded: str) -> None:
+  """ConfigError unless vocab_file holds the checkpoint's vocab `recorded`."""
+  if not os.path.isfile(vocab_file) or os.path.abspath(vocab_file) == os.path.abspath(recorded):
+    return
+  with open(vocab_file, "rb") as given, open(recorded, "rb") as kept:
+    if given.read() != kept.read():
+      raise ConfigError(
+          f"vocab_file {vocab_file} differs from {recorded}, the vocab the checkpoint "
+          f"beside it was trained with: every id would mean another word; leave "
+          "--vocab_file out to use that one")
+
+
 def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
   """(hparams, record path) of the model a checkpoint holds, or None.
 
@@ -308,11 +409,11 @@ def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
   directory = record_directory(checkpoint)
   path = os.path.join(directory, ARCHITECTURE_RECORD)
   if os.path.isfile(path):
-    return hparams_of_architecture(_read_json_object(path)), path
+    return hparams_of_architecture(read_json_object(path)), path
   for name in (IMPORTED_HPARAMS, FINETUNING_RECORD):
     path = os.path.join(directory, name)
     if os.path.isfile(path):
-      values = _read_json_object(path)
+      values = read_json_object(path)
       return {key: values[key] for key in RECORDED_KEYS if key in values}, path
   return None
 
@@ -377,7 +478,19 @@ def with_recorded(user: Mapping[str, Any], recorded: Mapping[str, Any],
   return merged
 
 
-def _read_json_object(path: str) -> Dict[str, Any]:
+def training_runs(directory: str, name: str = TRAINING_RECORD) -> List[Dict[str, Any]]:
+  """The runs of the training record `name` in directory (none: no record)."""
+  path = os.path.join(directory, name)
+  if not os.path.isfile(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    try:
+      return list(json.load(f)["runs"])
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+      raise ConfigError(f"{path}: not a training record ({e})") from None
+
+
+def read_json_object(path: str) -> Dict[str, Any]:
   try:
     with open(path, encoding="utf-8") as f:
       values = json.load(f)

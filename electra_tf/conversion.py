@@ -13,9 +13,7 @@ import numpy as np
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
 from electra_tf import hf
-from electra_tf import train_loop
 from electra_tf.errors import CheckpointError, ConfigError, DataError
-from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
 
@@ -73,7 +71,8 @@ def project_to_hf(checkpoint: str, config: PretrainingConfig, vocab_file: str,
   if trained is not None and trained != do_lower_case:
     raise ConfigError(
         f"--do_lower_case: {prefix} was pre-trained with do_lower_case "
-        f"{str(trained).lower()} ({os.path.join(os.path.dirname(prefix), pretrain_job.TRAINING_RECORD)}); pass "
+        f"{str(trained).lower()} "
+        f"({os.path.join(os.path.dirname(prefix), config_lib.TRAINING_RECORD)}); pass "
         f"--{'' if trained else 'no'}do_lower_case")
   embedding_size = config.effective_embedding_size
   if encoder_only:
@@ -113,7 +112,7 @@ def checkpoint_provenance(prefix: str, command: str) -> hf.Provenance:
     directory = config_lib.checkpoint_directory(init) if os.path.exists(init) else ""
   results = _json_file(os.path.join(directory, "results", "unsup_results.json")) \
       if record is None else None
-  runs = train_loop.training_runs(directory, pretrain_job.TRAINING_RECORD) if directory else []
+  runs = config_lib.training_runs(directory) if directory else []
   return hf.Provenance(runs, checkpoints.training_step(prefix), results, command, prefix,
                        finetuning)
 

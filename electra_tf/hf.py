@@ -436,6 +436,26 @@ def _cell(value) -> str:
   return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+# The keys of a pre-training evaluation (unsup_results.json) that say what
+# was measured; the others are the official metrics and global_step.
+EVALUATION_KEYS = ("checkpoint", "eval_records", "held_out", "eval_examples", "evaluated_at")
+
+
+def evaluation_lines(results: Mapping) -> List[str]:
+  """The heading and provenance of a pre-training evaluation
+  (unsup_results.json): held-out or training records, which, when."""
+  held_out = results.get("held_out")
+  if held_out is None:
+    return ["## Evaluation (unsup_results.json; the records it read were not recorded)"]
+  records = results.get("eval_records", {})
+  return [f"## Evaluation on {'held-out' if held_out else 'the training'} records "
+          "(unsup_results.json)", "",
+          f"{results.get('eval_examples')} examples of `{records.get('pattern')}` "
+          f"({records.get('files')} files"
+          + ("" if held_out else ", the records the model was trained on: not held out")
+          + f"), checkpoint `{results.get('checkpoint')}`, {results.get('evaluated_at')}."]
+
+
 def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: int,
                do_lower_case: bool, provenance: Provenance) -> str:
   """README.md of an exported folder: what it is and what is known of how it
@@ -499,9 +519,9 @@ def model_card(part: str, model: ModelConfig, embedding_size: int, vocab_size: i
     lines += ["", "## Hyperparameters (official names)", "", "```json",
               json.dumps(hparams, indent=1, sort_keys=True), "```"]
   if results and (step is None or results.get("global_step", step) == step):
-    lines += ["", "## Final evaluation (unsup_results.json)", "", "| metric | value |",
-              "|---|---|"]
-    lines += [f"| {k} | {_cell(v)} |" for k, v in sorted(results.items())]
+    lines += ["", *evaluation_lines(results), "", "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in sorted(results.items())
+              if k not in EVALUATION_KEYS]
   # the training commands, then the export's (the last run's own with --export_hf)
   commands = dict.fromkeys(c for c in [run.get("command") for run in runs]
                            + [provenance.command] if c)

@@ -226,7 +226,7 @@ def record_training_run(model_dir: str, name: str, hparams: Mapping[str, object]
   [{"from_step", "command", "hparams"}]}) unless it goes on with the last
   run's hparams (a resume): what the checkpoints were trained with, read by
   the model card of an export (electra_tf/hf.py)."""
-  runs = training_runs(model_dir, name)
+  runs = config_lib.training_runs(model_dir, name)
   hparams = json.loads(json.dumps(hparams, default=str))  # as JSON gives it back
   if runs and runs[-1].get("hparams") == hparams:
     return
@@ -234,18 +234,6 @@ def record_training_run(model_dir: str, name: str, hparams: Mapping[str, object]
   os.makedirs(model_dir, exist_ok=True)
   fileio.atomic_write_text(os.path.join(model_dir, name),
                            json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")
-
-
-def training_runs(directory: str, name: str) -> List[Dict[str, object]]:
-  """The runs of the training record `name` in directory (none: no record)."""
-  path = os.path.join(directory, name)
-  if not os.path.isfile(path):
-    return []
-  with open(path, encoding="utf-8") as f:
-    try:
-      return list(json.load(f)["runs"])
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-      raise TrainingError(f"{path}: not a training record ({e})") from None
 
 
 # ------------------------------------------------------------ the step
@@ -429,9 +417,18 @@ class Trainer:
     return make_step_loop(self.strategy, step_fn, loss_names, self.optimizer.iterations)
 
   def restore_latest(self, directory: str) -> Optional[str]:
-    """Restores the latest checkpoint of `directory` (model, and optimizer
-    when training); returns its path, None when there is none."""
-    latest = tf.train.latest_checkpoint(directory)
+    """Restores the latest intact checkpoint of `directory` (model, and
+    optimizer when training); returns its path, None when there is none.
+
+    Newer damaged checkpoints are set aside with a warning
+    (`checkpoints.set_aside_damaged`): the run resumes from the newest one
+    that reads whole."""
+    latest, damaged = checkpoints.set_aside_damaged(directory)
+    for prefix, why in damaged:
+      log(f"WARNING: checkpoint {prefix} is damaged ({why}); its files are kept as "
+          f"{os.path.basename(prefix)}.*{checkpoints.DAMAGED_SUFFIX}, never read again")
+    if damaged:
+      log(f"WARNING: resuming from {latest}, the newest intact checkpoint")
     if latest:
       status = self.checkpoint.restore(latest)
       if self.optimizer is not None:

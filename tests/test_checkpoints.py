@@ -203,3 +203,67 @@ def test_convert_cli(official_debug_fixture, fixture_hparams, tmp_path):
   assert run.returncode == 0, run.stderr[-2000:]
   assert run.stdout.strip() == f"wrote {output / 'model.ckpt'}"
   assert checkpoints.is_project_checkpoint(str(output / "model.ckpt"))
+
+
+# ------------------------------------------------------ damaged checkpoints
+def _saved_steps(directory, steps):
+  """Training checkpoints ckpt-<step> of two variables, as the jobs save them."""
+  step = tf.Variable(0, dtype=tf.int64)
+  weights = tf.Variable(tf.range(4096, dtype=tf.float32))
+  manager = checkpoints.training_checkpoint_manager(
+      tf.train.Checkpoint(weights=weights, step=step), str(directory), 5, step)
+  for value in steps:
+    step.assign(value)
+    weights.assign_add(tf.ones_like(weights))
+    checkpoints.save_checkpoint(manager, value)
+  return directory
+
+
+def _damage(prefix, how):
+  data = pathlib.Path(f"{prefix}.data-00000-of-00001")
+  content = bytearray(data.read_bytes())
+  if how == "truncated":
+    data.write_bytes(bytes(content[:len(content) // 2]))
+  else:  # a flipped bit in the weights' bytes
+    content[len(content) // 2] ^= 0x10
+    data.write_bytes(bytes(content))
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
+def test_a_damaged_newest_checkpoint_is_named_with_the_newest_intact_one(tmp_path, how):
+  directory = _saved_steps(tmp_path / "run", [10, 20, 30])
+  assert checkpoints.damage(str(directory / "ckpt-30")) is None
+  _damage(directory / "ckpt-30", how)
+  why = checkpoints.damage(str(directory / "ckpt-30"))
+  assert why and "\n" not in why
+  assert checkpoints.newest_intact(str(directory)) == (
+      str(directory / "ckpt-20"), [(str(directory / "ckpt-30"), why)])
+  for path in (directory, directory / "ckpt-30"):  # read-only users: one line, no choice made
+    with pytest.raises(errors.CheckpointError) as raised:
+      checkpoints.resolve_checkpoint(str(path))
+    assert str(raised.value) == (
+        f"checkpoint {directory / 'ckpt-30'} is damaged ({why}); the newest intact one is "
+        f"{directory / 'ckpt-20'} (name it where a checkpoint is asked for; a training rerun "
+        "resumes from it and sets the damaged one aside)")
+  assert checkpoints.resolve_checkpoint(str(directory / "ckpt-20")) == str(directory / "ckpt-20")
+  # Training: the damaged files are kept aside and the state names ckpt-20.
+  assert checkpoints.set_aside_damaged(str(directory))[0] == str(directory / "ckpt-20")
+  assert tf.train.latest_checkpoint(str(directory)) == str(directory / "ckpt-20")
+  assert sorted(p.name for p in directory.glob("ckpt-30*")) == [
+      "ckpt-30.data-00000-of-00001.damaged", "ckpt-30.index.damaged"]
+  state = tf.train.get_checkpoint_state(str(directory))
+  assert list(state.all_model_checkpoint_paths) == [str(directory / "ckpt-10"),
+                                                    str(directory / "ckpt-20")]
+  assert checkpoints.remove_interrupted_writes(str(directory)) == []  # kept, not debris
+  assert checkpoints.set_aside_damaged(str(directory)) == (str(directory / "ckpt-20"), [])
+
+
+def test_every_checkpoint_damaged_is_one_line(tmp_path):
+  directory = _saved_steps(tmp_path / "run", [1, 2])
+  for step in (1, 2):
+    _damage(directory / f"ckpt-{step}", "truncated")
+  with pytest.raises(errors.CheckpointError, match=r"ckpt-2 is damaged .*and so is every "
+                     "older one"):
+    checkpoints.set_aside_damaged(str(directory))
+  assert sorted(p.name for p in directory.iterdir())[0] == "checkpoint"  # nothing renamed
+  assert not list(directory.glob("*.damaged"))

@@ -229,3 +229,93 @@ def test_vocab_size_defaults_to_the_vocab_files_entries(tmp_path):
   assert PretrainingConfig.create(data_dir=str(tmp_path)).vocab_size == 100
   assert PretrainingConfig.create({"vocab_size": 64}, data_dir=str(tmp_path)).vocab_size == 64
   assert PretrainingConfig.create().vocab_size == 30522  # no vocab file: the official default
+
+
+# ------------------------------------------------------ a rerun's defaults
+def _model_dir_with_run(tmp_path, hparams, checkpoint=True):
+  """A model_dir as a finished run leaves it: its training record (the last
+  run's full hparams), vocab and, unless told, a checkpoint state file."""
+  model_dir = tmp_path / "model"
+  model_dir.mkdir(parents=True)
+  first = PretrainingConfig.create({**hparams, "model_dir": str(model_dir)})
+  from electra_tf import hf  # the record job.train writes
+  (model_dir / "training_runs.json").write_text(json.dumps(
+      {"runs": [{"from_step": 0, "command": "", "hparams": hf.card_hparams(first)}]}))
+  (model_dir / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+  if checkpoint:
+    (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
+  return model_dir
+
+
+RUN = {"train_batch_size": 32, "num_warmup_steps": 20, "num_train_steps": 200,
+       "max_seq_length": 64, "learning_rate": 2e-4, "vocab_size": 5,
+       "model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 2}}
+
+
+def test_a_rerun_takes_every_recorded_hparam_it_does_not_set(tmp_path):
+  model_dir = _model_dir_with_run(tmp_path, RUN)
+  c = PretrainingConfig.create({"model_dir": str(model_dir), "num_train_steps": 220})
+  assert (c.train_batch_size, c.num_warmup_steps, c.max_seq_length) == (32, 20, 64)
+  assert (c.learning_rate, c.num_train_steps, c.encoder_config().hidden_size) == (2e-4, 220, 64)
+  assert c.max_predictions_per_seq == int((0.15 + 0.005) * 64)
+  assert c.vocab_file == str(model_dir / "vocab.txt")  # the vocab kept beside the run
+  assert c.rerun.changed == {"num_train_steps": (200, 220)}
+  assert c.rerun.lines() == [
+      f"Continuing the run recorded in {model_dir / 'training_runs.json'}: every hparam not "
+      "set here is the recorded one", "  num_train_steps: 220 (recorded: 200)"]
+  # What the command does is its own: do_eval is never taken.
+  assert PretrainingConfig.create({"model_dir": str(model_dir), "do_train": False,
+                                   "do_eval": True}).do_train is False
+  assert PretrainingConfig.create().rerun is None  # no record: a first run
+
+
+def test_a_resume_refuses_what_its_input_position_depends_on(tmp_path):
+  model_dir = _model_dir_with_run(tmp_path, RUN)
+  for key, value in (("train_batch_size", 16), ("max_seq_length", 128), ("mask_prob", 0.2),
+                     ("seed", 3)):
+    with pytest.raises(ConfigError) as raised:
+      PretrainingConfig.create({"model_dir": str(model_dir), key: value})
+    message = str(raised.value)
+    assert message.startswith(f"hparam {key}: {value!r}, but the run in model_dir "
+                              f"{model_dir} was trained with "), message
+    assert f"--init_checkpoint={model_dir}" in message
+  # Evaluating, or a model_dir without a checkpoint, is no resume.
+  assert PretrainingConfig.create({"model_dir": str(model_dir), "do_train": False,
+                                   "train_batch_size": 16}).train_batch_size == 16
+  fresh = _model_dir_with_run(tmp_path / "fresh", RUN, checkpoint=False)
+  assert PretrainingConfig.create({"model_dir": str(fresh),
+                                   "train_batch_size": 16}).train_batch_size == 16
+
+
+def test_data_dir_places_the_records_of_a_rerun(tmp_path):
+  model_dir = _model_dir_with_run(tmp_path, {**RUN, "pretrain_tfrecords": "old/*"})
+  assert PretrainingConfig.create({"model_dir": str(model_dir)}).pretrain_tfrecords == "old/*"
+  placed = PretrainingConfig.create({"model_dir": str(model_dir)}, data_dir="/d")
+  assert placed.pretrain_tfrecords == "/d/pretrain_tfrecords/pretrain_data.tfrecord*"
+
+
+def test_another_vocab_than_the_checkpoints_is_refused(tmp_path):
+  model_dir = _model_dir_with_run(tmp_path, RUN)
+  other = tmp_path / "other.txt"
+  other.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nthe\n".upper())
+  with pytest.raises(ConfigError, match=f"vocab_file {other} differs from "
+                     f"{model_dir / 'vocab.txt'}, the vocab the checkpoint"):
+    PretrainingConfig.create({"model_dir": str(model_dir), "vocab_file": str(other)})
+  same = tmp_path / "same.txt"
+  same.write_bytes((model_dir / "vocab.txt").read_bytes())
+  assert PretrainingConfig.create({"model_dir": str(model_dir),
+                                   "vocab_file": str(same)}).vocab_file == str(same)
+
+
+def test_max_seq_length_comes_from_the_records(tmp_path):
+  from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
+  records = tmp_path / "records"
+  records.mkdir()
+  (records / tfrecords.BUILD_RECORD).write_text(json.dumps(
+      {"complete": True, "settings": {"max_seq_length": 96}}))
+  (records / "pretrain_data.tfrecord-0-of-1").write_bytes(b"")
+  c = PretrainingConfig.create({"pretrain_tfrecords": str(records / "*")})
+  assert (c.max_seq_length, c.inferred) == (96, {"max_seq_length": 96})
+  # Given, it wins (the job's length check then compares it with the records).
+  assert PretrainingConfig.create({"pretrain_tfrecords": str(records / "*"),
+                                   "max_seq_length": 32}).max_seq_length == 32

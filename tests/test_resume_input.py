@@ -203,12 +203,16 @@ def test_a_checkpoint_without_input_position_resumes_by_reading(
 
 @pytest.mark.slow
 def test_a_resume_with_another_batch_reads_to_its_step(tmp_path, special, bert_vocab, capsys):
-  """A position saved with batch 8 does not fit a batch of 4 (it would fail
-  at the first batch): the run says so and reads to the step instead, the
-  examples of 3 steps of 4, as a checkpoint without a position would."""
+  """A position saved with a per-replica batch of 8 does not fit one of 4
+  (it would fail at the first batch): the job says so and reads to the step
+  instead, the examples of 3 steps of 4, as a checkpoint without a position
+  would.  (The config refuses a changed train_batch_size on resume,
+  tests/test_model_dir_contract.py; another replica count changes the
+  per-replica batch alone: the config of batch 4 is made before the run.)"""
   data = tmp_path / "data"
   write_corpus(data / "pretrain_tfrecords", special)
   shutil.copyfile(bert_vocab, data / "vocab.txt")
+  changed_batch = _config(data, tmp_path / "changed", train_batch_size=4)
   job = _train(_config(data, tmp_path / "changed"), until_step=3)
   from electra_tf import checkpoints
   from electra_tf.pretrain import job as job_lib
@@ -218,7 +222,7 @@ def test_a_resume_with_another_batch_reads_to_its_step(tmp_path, special, bert_v
       tf.train.Checkpoint(model=job.model, optimizer=job.optimizer), str(old), 5,
       job.optimizer.iterations), 3)
   capsys.readouterr()
-  _train(_config(data, tmp_path / "changed", train_batch_size=4))
+  _train(changed_batch)
   log = capsys.readouterr().out
   assert "Restored the input position" not in log
   assert ("Skipping the 12 examples of 3 steps (the input position in "

@@ -41,6 +41,7 @@ path; it must not exist yet (or be empty) and is written through a temporary
 directory, so a failure leaves nothing under its name.
 """
 
+import os
 import shlex
 import sys
 
@@ -75,13 +76,17 @@ def define_flags() -> None:
 
 def main() -> int:
   if FLAGS.to_hf:
-    vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
-    if not (FLAGS.checkpoint and vocab_file):
-      raise ConfigError("--to_hf needs --checkpoint and --vocab_file (no vocab.txt lies "
-                        "beside the checkpoint)")
+    if not FLAGS.checkpoint:
+      raise ConfigError("--to_hf needs --checkpoint")
+    # The checkpoint's model_dir: its run record, vocab and casing.
     config = PretrainingConfig.from_flags(
-        FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
+        FLAGS.hparams, {"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case,
+                        "model_dir": config_lib.record_directory(FLAGS.checkpoint)},
         checkpoint=FLAGS.checkpoint)
+    vocab_file = config.vocab_file
+    if not os.path.isfile(vocab_file):
+      raise ConfigError("--to_hf needs --vocab_file: no vocab.txt lies beside the checkpoint "
+                        f"{FLAGS.checkpoint}")
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     for folder in conversion.project_to_hf(FLAGS.checkpoint, config, vocab_file,
                                         config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only,
@@ -101,8 +106,10 @@ def main() -> int:
   elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
     raise ConfigError("give --official_checkpoint=PREFIX, or --to_official with "
                       "--checkpoint=PATH")
-  config = PretrainingConfig.from_flags(FLAGS.hparams, {},
-                                        checkpoint=FLAGS.checkpoint or FLAGS.official_checkpoint)
+  checkpoint = FLAGS.checkpoint or FLAGS.official_checkpoint
+  config = PretrainingConfig.from_flags(
+      FLAGS.hparams, {"model_dir": config_lib.record_directory(checkpoint)},
+      checkpoint=checkpoint)
   if FLAGS.to_official:
     written = conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:

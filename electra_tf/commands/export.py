@@ -32,6 +32,8 @@ so a crash never leaves a half-written export under DIR.
 
 from __future__ import annotations
 
+import os
+
 from absl import flags
 
 from electra_tf import checkpoints
@@ -59,10 +61,12 @@ def define_flags() -> None:
 
 
 def main() -> int:
-  vocab_file = FLAGS.vocab_file or config_lib.recorded_vocab(FLAGS.checkpoint)
+  # The checkpoint's model_dir: its run record (max_seq_length ...), vocab and casing.
   config = PretrainingConfig.from_flags(
-      FLAGS.hparams, {"vocab_file": vocab_file, "do_lower_case": FLAGS.do_lower_case},
+      FLAGS.hparams, {"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case,
+                      "model_dir": config_lib.record_directory(FLAGS.checkpoint)},
       checkpoint=FLAGS.checkpoint)
+  vocab_file = config.vocab_file if os.path.isfile(config.vocab_file) else None
   tokenizer = None
   if cli.export_text_signature(FLAGS.signatures):
     if not vocab_file:

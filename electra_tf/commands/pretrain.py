@@ -8,7 +8,17 @@ Hyperparameters take their official names in --hparams (a JSON string or a
 .json file); the flags below that share a name with an hparam override it.
 The official directory conventions hold: data_dir/pretrain_tfrecords/
 pretrain_data.tfrecord*, data_dir/vocab.txt, data_dir/models/<model_name>.
-Re-running the same command resumes from the latest checkpoint in model_dir.
+Re-running the same command resumes from the latest checkpoint in model_dir;
+a rerun takes every hparam the run recorded (model_dir/training_runs.json)
+unless it sets it, so `--model_dir=DIR --num_train_steps=N` extends a run and
+`--model_dir=DIR --do_eval` evaluates it on its eval_tfrecords.
+The architecture: --model_size and the hparam model_hparam_overrides, e.g.
+  --hparams='{"model_hparam_overrides": {"hidden_size": 128,
+  "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 512},
+  "embedding_size": 64}'
+(heads default to hidden // 64, intermediate to 4 x hidden, embedding_size to
+128 for small and the hidden size otherwise); it is typed once: reruns,
+evaluation, fine-tuning, export and conversion read it from model_dir.
 The job: electra_tf/pretrain/job.py.
 """
 
@@ -38,7 +48,9 @@ def define_flags() -> None:
 def main() -> int:
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
-  use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
+  # A model_dir that holds a run continues it (its records, vocab, schedule).
+  use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords or (
+      FLAGS.model_dir and config_lib.training_runs(FLAGS.model_dir)))
   export_text = cli.export_text_signature(FLAGS.signatures)
   overrides = cli.hparam_flags(PretrainingConfig)
   # Only --do_eval: evaluate without training; the demo does both.

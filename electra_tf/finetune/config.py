@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from typing import Any, ClassVar, List, Optional, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
-from electra_tf.config import JobConfig, recorded_vocab
+from electra_tf.config import FINETUNING_RECORD, JobConfig, read_json_object, recorded_vocab
 from electra_tf.errors import ConfigError
 
 # The task registry: name -> its class, as "module.Class" under
@@ -142,6 +142,11 @@ class FinetuningConfig(JobConfig):
   def _checkpoint_dirs(self) -> list:
     """The encoder's checkpoint: its record gives the architecture."""
     return [] if self.init_checkpoint == NO_CHECKPOINT else [self.init_checkpoint]
+
+  def _run_record(self) -> Optional[Tuple[Dict[str, Any], str]]:
+    """model_dir's record of the fine-tuning run (finetune/job.py RUN_KEYS)."""
+    path = os.path.join(self.model_dir, FINETUNING_RECORD)
+    return (read_json_object(path), path) if os.path.isfile(path) else None
 
   def _apply_job_defaults(self) -> None:
     check_task_names(self.task_names)

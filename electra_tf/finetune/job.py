@@ -448,6 +448,8 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
   if strategy_name == "multi_worker_mirrored":
     raise ConfigError("--strategy: multi_worker_mirrored is for pre-training; "
                       "fine-tuning runs on one host")
+  for line in config.rerun.lines() if config.rerun else []:
+    _log(line)
   tokenizer = load_tokenizer(config)
   tasks = task_builder.get_tasks(config, tokenizer)
   init_checkpoint = initial_checkpoint(config)

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, ClassVar, Dict, Tuple
+from typing import Any, ClassVar, Dict, Optional, Tuple
 
-from electra_tf.config import DISC_WEIGHT, MASK_PROB, JobConfig, ModelConfig
+from electra_tf.config import (DISC_WEIGHT, MASK_PROB, TRAINING_RECORD, JobConfig, ModelConfig,
+                               RerunNotes, training_runs)
 from electra_tf.errors import ConfigError
 
 # The paper's Table 6 pre-training settings for base and large.  The official
@@ -117,6 +118,35 @@ class PretrainingConfig(JobConfig):
   def _checkpoint_dirs(self) -> list:
     """model_dir: a rerun or an evaluation reads its architecture record."""
     return [self.model_dir]
+
+  def _run_record(self) -> Optional[Tuple[Dict[str, Any], str]]:
+    """The last run of model_dir's training record."""
+    runs = training_runs(self.model_dir)
+    if not runs:
+      return None
+    return dict(runs[-1]["hparams"]), os.path.join(self.model_dir, TRAINING_RECORD)
+
+  def _placed_by(self, data_dir: str) -> set:
+    return {"pretrain_tfrecords", "vocab_file"} if data_dir else set()
+
+  def _from_inputs(self) -> Dict[str, Any]:
+    """max_seq_length: the records' (their build record's, or their first
+    record's length)."""
+    from electra_tf.pretrain import records_info  # pylint: disable=g-import-not-at-top
+    length = records_info.example_length(self.pretrain_tfrecords)
+    return {} if length is None else {"max_seq_length": length}
+
+  def _check_rerun(self, rerun: RerunNotes) -> None:
+    """A resumed run keeps what its input position and masks depend on."""
+    resuming = self.do_train and os.path.isfile(os.path.join(self.model_dir, "checkpoint"))
+    for key in RESUME_KEYS:
+      if resuming and key in rerun.changed:
+        was, now = rerun.changed[key]
+        raise ConfigError(
+            f"hparam {key}: {now!r}, but the run in model_dir {self.model_dir} was trained "
+            f"with {was!r} ({rerun.source}) and a resumed run keeps it ({RESUME_KEYS[key]}); "
+            f"leave it out to go on, or start a new --model_dir with "
+            f"--init_checkpoint={self.model_dir} (its weights, a new schedule)")
 
   def _apply_job_defaults(self) -> None:
     if self.debug:
@@ -219,6 +249,14 @@ class PretrainingConfig(JobConfig):
       record["do_lower_case"] = False
     return record
 
+
+# What a resumed run cannot change, and why.
+RESUME_KEYS = {
+    "train_batch_size": "the input position counts examples of this batch",
+    "max_seq_length": "the records and the input position are of this length",
+    "mask_prob": "the masks of the data stream depend on it",
+    "seed": "the data order, masks and sampling noise depend on it",
+}
 
 ARCHITECTURE_KEYS = ("model_size", "vocab_size", "embedding_size", "electra_objective",
                      "untied_generator", "untied_generator_embeddings",

@@ -158,16 +158,19 @@ def _example_length(path: str, record: bytes) -> int:
   return lengths["input_ids"]
 
 
-def _check_sample(files: List[str], max_seq_length: int) -> None:
+def _check_sample(files: List[str], max_seq_length: int,
+                  vocab_size: Optional[int]) -> None:
   """The first _SAMPLE_RECORDS records of up to _SAMPLE_FILES files (the
-  first, the last and evenly spaced ones) read and decode."""
+  first, the last and evenly spaced ones) read and decode, and their ids
+  index a vocab of `vocab_size` entries (None: not checked)."""
   count = min(_SAMPLE_FILES, len(files))
   picked = sorted({round(i * (len(files) - 1) / max(count - 1, 1)) for i in range(count)})
   for path in (files[i] for i in picked):
     try:
-      tf.data.TFRecordDataset(path).take(_SAMPLE_RECORDS).batch(_SAMPLE_RECORDS).map(
-          lambda records: tf.io.parse_example(records, feature_spec(max_seq_length))
-      ).reduce(0, lambda count, _: count + 1)
+      largest = int(tf.data.TFRecordDataset(path).take(_SAMPLE_RECORDS).batch(
+          _SAMPLE_RECORDS).map(lambda records: tf.reduce_max(tf.io.parse_example(
+              records, feature_spec(max_seq_length))["input_ids"])
+          ).reduce(tf.constant(0, tf.int64), tf.maximum))
     except tf.errors.OpError as e:
       bad = _BAD_RECORD.search(e.message)
       raise DataError(f"TFRecord file {path}: " + (
@@ -175,14 +178,18 @@ def _check_sample(files: List[str], max_seq_length: int) -> None:
           f"a record of the first {_SAMPLE_RECORDS} does not decode as "
           f"{', '.join(FEATURE_NAMES)} of length {max_seq_length} "
           f"({error_message(e)})")) from None
+    if vocab_size is not None and largest >= vocab_size:
+      raise DataError(f"TFRecord file {path}: holds token id {largest}, beyond the "
+                      f"{vocab_size} entries of the vocab: records built with another "
+                      "vocab? Rebuild them with this one, or train with theirs")
 
 
-def checked_tfrecords(file_patterns: str, max_seq_length: int
-                      ) -> Tuple[List[str], List[int]]:
+def checked_tfrecords(file_patterns: str, max_seq_length: int,
+                      vocab_size: Optional[int] = None) -> Tuple[List[str], List[int]]:
   """(files, sizes) of the patterns after the start-up check, whose cost does not
   grow with the corpus: every file's first record and a sample of records
-  (`_check_sample`); a small corpus (_FULL_CHECK_FILES files,
-  _FULL_CHECK_BYTES bytes) is read through.  Other records are verified as
+  (`_check_sample`: their ids below vocab_size when given); a small corpus
+  (_FULL_CHECK_FILES files, _FULL_CHECK_BYTES bytes) is read through.  Other records are verified as
   `get_dataset` reads them.
   """
   files = find_tfrecords(file_patterns)
@@ -199,16 +206,17 @@ def checked_tfrecords(file_patterns: str, max_seq_length: int
       raise DataError(f"TFRecord file {path}: records have length {length} but "
                       f"max_seq_length is {max_seq_length}; rebuild them with "
                       f"--max_seq_length={max_seq_length} or set it to {length}")
-  _check_sample([p for p in files if p in lengths], max_seq_length)
+  _check_sample([p for p in files if p in lengths], max_seq_length, vocab_size)
   if len(files) <= _FULL_CHECK_FILES and sum(sizes) <= _FULL_CHECK_BYTES:
     for path in files:
       count_records(path)
   return files, sizes
 
 
-def check_tfrecords(file_patterns: str, max_seq_length: int) -> List[str]:
+def check_tfrecords(file_patterns: str, max_seq_length: int,
+                    vocab_size: Optional[int] = None) -> List[str]:
   """The matching files, after the start-up check of `checked_tfrecords`."""
-  return checked_tfrecords(file_patterns, max_seq_length)[0]
+  return checked_tfrecords(file_patterns, max_seq_length, vocab_size)[0]
 
 
 def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:

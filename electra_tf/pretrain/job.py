@@ -29,11 +29,14 @@ What a run leaves in model_dir: `ckpt-<step>` checkpoints, `electra_config.json`
 (the architecture; a rerun with another is refused), `training_runs.json` (each
 run's hparams and command, from the step it started at), TensorBoard scalars in
 `train/` and `eval/`, and in `results/`: the official `unsup_results.txt`,
-its JSON twin and `curves.png` (training losses, learning rate, eval metrics).
+its JSON twin with what was measured (`hf.EVALUATION_KEYS`), `eval_history.json`
+(every evaluation) and `curves.png` (training losses, learning rate, eval
+metrics).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -58,14 +61,15 @@ from electra_tf.modeling import encoder as encoder_lib
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain import metrics as metrics_lib
 from electra_tf.pretrain import model as model_lib
+from electra_tf.pretrain import records_info
 from electra_tf.pretrain import verdicts
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.train_loop import log as _log
 
 RUN_RECORD = config_lib.ARCHITECTURE_RECORD  # the architecture; a rerun with another is refused
-# What the checkpoints were trained with (each run's hparams and command):
-# the model card of a transformers export states it.
-TRAINING_RECORD = "training_runs.json"
+# What the checkpoints were trained with (each run's hparams and command): a
+# rerun's defaults, and what the model card of a transformers export states.
+TRAINING_RECORD = config_lib.TRAINING_RECORD
 
 
 class PretrainingJob:
@@ -360,9 +364,9 @@ class PretrainingJob:
     prints the discriminator's verdicts on the first eval example.
     """
     config, strategy = self.config, self.strategy
-    latest = tf.train.latest_checkpoint(config.model_dir)
-    if latest is None:
+    if tf.train.latest_checkpoint(config.model_dir) is None:
       raise TrainingError(f"--do_eval: no checkpoint in model_dir {config.model_dir}")
+    latest = checkpoints.resolve_checkpoint(config.model_dir)  # read whole
     tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
     global_step = checkpoints.training_step(latest)
 
@@ -377,7 +381,7 @@ class PretrainingJob:
 
       self._eval_step = eval_step
 
-    held_out = config.eval_files != config.pretrain_tfrecords
+    held_out = not reads_training_records(config)
     _log(f"Evaluating {latest} on {config.num_eval_steps} batches of {config.eval_files}"
          + ("" if held_out else " (the TRAINING records: set hparam eval_tfrecords to "
             "held-out records for a fair measure)"))
@@ -421,7 +425,7 @@ class PretrainingJob:
       _log(verdicts.LEGEND)
       _log(verdicts.render(shown[0], shown[1], 0, {i: t for t, i in self.vocab.items()}))
     if distribution.is_chief(strategy):
-      write_results(results, config.results_txt, config.results_json)
+      write_results(results, evaluation_record(config, latest, held_out), config)
       with tf.summary.create_file_writer(os.path.join(config.model_dir, "eval")).as_default(
           step=global_step):
         for key, value in results.items():
@@ -429,6 +433,25 @@ class PretrainingJob:
             tf.summary.scalar(key, value)
       self.plot_curves()
     return results
+
+
+def record_hparams(config: PretrainingConfig) -> Dict[str, str]:
+  """The records the run reads, by the hparam that names them."""
+  records = {"pretrain_tfrecords": config.pretrain_tfrecords} if config.do_train else {}
+  if config.do_eval and config.eval_files not in records.values():
+    records["eval_tfrecords" if config.eval_tfrecords else "pretrain_tfrecords"] = \
+        config.eval_files
+  return records
+
+
+def start_notes(config: PretrainingConfig) -> List[str]:
+  """What a run took from elsewhere than the command: a rerun's recorded
+  hparams (and the values changed), values read from the records."""
+  lines = config.rerun.lines() if config.rerun else []
+  if "max_seq_length" in config.inferred:
+    lines.append(f"max_seq_length: {config.max_seq_length}, the length of the records "
+                 f"{config.pretrain_tfrecords}")
+  return lines
 
 
 def start_warnings(config: PretrainingConfig) -> List[str]:
@@ -507,13 +530,48 @@ def load_checked_vocab(config: PretrainingConfig) -> Dict[str, int]:
   return vocab
 
 
-def write_results(results: Dict[str, float], txt_path: str, json_path: str) -> None:
-  """Writes eval results as `key = value` lines and as one flat JSON object."""
-  os.makedirs(os.path.dirname(txt_path), exist_ok=True)
+def reads_training_records(config: PretrainingConfig) -> bool:
+  """Whether evaluation reads records the run trains on (the same patterns,
+  or a file both match)."""
+  if config.eval_files == config.pretrain_tfrecords:
+    return True
+  return bool(set(map(os.path.abspath, records_info.local_files(config.eval_files))) &
+              set(map(os.path.abspath, records_info.local_files(config.pretrain_tfrecords))))
+
+
+def evaluation_record(config: PretrainingConfig, checkpoint: str,
+                      held_out: bool) -> Dict[str, object]:
+  """What an evaluation measured (hf.EVALUATION_KEYS): the checkpoint, the
+  records (patterns, files, build records' sha256), whether they are
+  held out from training, the examples read, and when (UTC)."""
+  return {"checkpoint": checkpoint,
+          "eval_records": records_info.build_summary(config.eval_files),
+          "held_out": held_out,
+          "eval_examples": config.num_eval_steps * config.eval_batch_size,
+          "evaluated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+              timespec="seconds")}
+
+
+EVAL_HISTORY = "eval_history.json"  # in results/: every evaluation, oldest first
+
+
+def write_results(results: Dict[str, float], evaluation: Dict[str, object],
+                  config: PretrainingConfig) -> None:
+  """Writes an evaluation: the official `key = value` lines of its metrics
+  (results_txt), the metrics and `evaluation` as one JSON object
+  (results_json, the latest), and that object appended to EVAL_HISTORY."""
+  os.makedirs(os.path.dirname(config.results_txt), exist_ok=True)
   lines = "".join(f"{key} = {results[key]}\n" for key in sorted(results))
-  fileio.atomic_write_text(txt_path, lines)
-  fileio.atomic_write_text(json_path, json.dumps({k: _plain(v) for k, v in results.items()},
-                                                 sort_keys=True) + "\n")
+  fileio.atomic_write_text(config.results_txt, lines)
+  entry = {**{k: _plain(v) for k, v in results.items()}, **evaluation}
+  fileio.atomic_write_text(config.results_json, json.dumps(entry, sort_keys=True) + "\n")
+  history_path = os.path.join(os.path.dirname(config.results_json), EVAL_HISTORY)
+  history = []
+  if os.path.isfile(history_path):
+    with open(history_path, encoding="utf-8") as f:
+      history = json.load(f)["evaluations"]
+  fileio.atomic_write_text(history_path, json.dumps(
+      {"evaluations": history + [entry]}, indent=1, sort_keys=True) + "\n")
 
 
 def _plain(value):
@@ -532,10 +590,13 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
   checks that read with TensorFlow; nothing is written to model_dir before
   every check has passed.
   """
+  for line in start_notes(config):
+    _log(line)
   vocab = load_checked_vocab(config)  # the run's one read of the vocab file
-  pretrain_data.find_tfrecords(config.pretrain_tfrecords)
-  if config.do_eval and config.eval_files != config.pretrain_tfrecords:
-    pretrain_data.find_tfrecords(config.eval_files)
+  records = record_hparams(config)
+  for hparam, patterns in records.items():  # the records meet the vocab and casing
+    pretrain_data.find_tfrecords(patterns)
+    records_info.check_built_with(patterns, hparam, config.vocab_file, config.do_lower_case)
   # A rerun replaces the SavedModel an earlier run of the job exported.
   replace_export = bool(export_dir) and checkpoints.holds_saved_model(export_dir)
   if export_dir:
@@ -544,9 +605,8 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
     hf.check_exportable(config, "--export_hf")
     checkpoints.check_output_dir(export_hf, "--export_hf")
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
-  pretrain_data.check_tfrecords(config.pretrain_tfrecords, config.max_seq_length)
-  if config.do_eval and config.eval_files != config.pretrain_tfrecords:
-    pretrain_data.check_tfrecords(config.eval_files, config.max_seq_length)
+  for patterns in records.values():  # ... the length, and ids within the vocab
+    pretrain_data.check_tfrecords(patterns, config.max_seq_length, len(vocab))
   job = PretrainingJob(config, strategy, vocab)
   if init_checkpoint:  # another architecture is refused before model_dir exists
     checkpoints.check_restorable(job.model, init_checkpoint, allow_unused=False)
@@ -583,7 +643,7 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       values = {name: variable.numpy() for name, variable in
                 checkpoints.named_variables(job.model).items()}
       provenance = hf.Provenance(
-          train_loop.training_runs(config.model_dir, TRAINING_RECORD),
+          config_lib.training_runs(config.model_dir),
           checkpoints.training_step(tf.train.latest_checkpoint(config.model_dir) or ""),
           results if config.do_eval else None, command, config.model_dir)
       for folder in hf.export_model(values, parts, config.effective_embedding_size,
