@@ -7,9 +7,9 @@
   optimizer = electra_tf.create_optimizer(num_train_steps, encoder)  # official AdamW
 
 A `source` is what the commands read:
-  * a project checkpoint: a pre-training model_dir, a `convert` output, a
-    fine-tuning trial_<n>/ (an encoder only) or a checkpoint prefix; the
-    record beside it (electra_config.json, hparams.json) gives the
+  * a project checkpoint: a pre-training model_dir, a `convert --from_hf`
+    output, a fine-tuning trial_<n>/ (an encoder only) or a checkpoint
+    prefix; the record beside it (config.recorded_hparams) gives the
     architecture and casing, its vocab.txt the vocab;
   * an official TF1 checkpoint (Google's release): its prefix, or its
     directory when a `checkpoint` state file names it; `hparams` describe it

@@ -100,6 +100,23 @@ def test_encoder_of_an_official_checkpoint_gives_the_official_outputs(
   assert encoder.config.num_hidden_layers == 2 and encoder.config.hidden_size == 64
 
 
+def test_encoder_of_a_finetuning_trial(tmp_path):
+  """A fine-tuning model_dir's trial_<n>/: the architecture from the job's
+  record (finetuning_config.json), the encoder's weights from the trial's
+  checkpoint (of an earlier version, tests/data/checkpoints_809aba9)."""
+  compat = SAVED.parent / "checkpoints_809aba9" / "finetuning"
+  shutil.copytree(compat / "trial_1", tmp_path / "trial_1")
+  record = {**json.loads((compat / "hparams.json").read_text()), "task_names": ["rte", "sts"]}
+  (tmp_path / config_lib.FINETUNING_RECORD).write_text(json.dumps(record))
+  encoder = electra_tf.load_encoder(str(tmp_path / "trial_1"))
+  assert (encoder.config.hidden_size, encoder.config.vocab_size) == (16, 64)
+  prefix = checkpoints.resolve_checkpoint(str(tmp_path / "trial_1"))
+  entries = checkpoints.checkpoint_entries(prefix)
+  reader = tf.train.load_checkpoint(prefix)
+  for name, variable in checkpoints.named_variables(encoder).items():
+    np.testing.assert_array_equal(variable, reader.get_tensor(entries[name].key), err_msg=name)
+
+
 def test_tokenizer_gives_the_featurizers_ids(tokenizer, finetuning_data_dir, bert_vocab):
   """Single texts (SST-2) and pairs (MRPC), cut to 16 pieces: the ids of the
   fine-tuning featurizer, eagerly and in tf.data (graph mode): texts one at
@@ -150,6 +167,13 @@ def test_transformers_folders_give_transformers_outputs(tmp_path):
   np.testing.assert_array_equal(
       encoder(inputs)["sequence_output"],
       pretrainer.discriminator(*inputs.values(), training=False)["sequence_output"])
+  # The same pair converted (`convert --from_hf`): its hparams.json is the
+  # record (of 32 positions: shorter sequences than the default 128, as for
+  # the commands).
+  conversion.hf_to_project([str(SAVED / "discriminator"), str(SAVED / "generator")],
+                           str(tmp_path / "converted"))
+  converted = electra_tf.load_generator(str(tmp_path / "converted"), {"max_seq_length": 32})
+  np.testing.assert_array_equal(converted(inputs)["logits"], generator(inputs)["logits"])
   reference = json.loads((SAVED / "reference.json").read_text(encoding="utf-8"))
   cased = tmp_path / "cased"
   shutil.copytree(SAVED / "discriminator", cased)
