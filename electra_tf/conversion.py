@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from electra_tf import config as config_lib
 from electra_tf import hf
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain.config import PretrainingConfig
+from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.pretrain.model import build_model
 
 
@@ -135,14 +136,30 @@ def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
   return hparams
 
 
-def hf_to_project(folders: List[str], output_dir: str) -> str:
-  """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
-  hparams.json, vocab.txt; returns the checkpoint prefix."""
+class HfImport(NamedTuple):
+  """transformers folders read into this project's model (`read_hf`)."""
+  hparams: Dict  # the official hparams that build the model (do_lower_case included)
+  vocab: List[str]  # the WordPiece vocab, in id order
+  model: ElectraPretrainer  # with the folders' weights (a discriminator alone: its own)
+  loaded: List[str]  # the official names of the variables the folders gave
+
+
+def read_hf(folders: List[str]) -> HfImport:
+  """transformers folders (discriminator[, generator]) -> the model they hold.
+
+  Strict as `python -m electra_tf.convert --from_hf`: a folder, tensor,
+  config field or tokenizer this project cannot hold exactly is a one-line
+  UserError naming it.  Of a discriminator alone, the model's generator keeps
+  its initial values (`loaded` says which variables the folders gave).
+  """
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not 1 <= len(folders) <= 2 or not all(folders):
     raise ConfigError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
                       f"{','.join(folders) or 'nothing'} ({len(folders)} folders)")
   disc_json, disc_tensors = hf.read_folder(folders[0])
+  if hf.ARCHITECTURES["generator"] in (disc_json.get("architectures") or []):
+    raise DataError(f"--from_hf: {folders[0]} is a generator (ElectraForMaskedLM); give the "
+                    "discriminator first: DISC_DIR or DISC_DIR,GEN_DIR")
   disc, embedding_size = hf.model_config(disc_json, os.path.join(folders[0], "config.json"))
   tokenizer = hf.read_tokenizer(folders[0])
   gen = None
@@ -198,15 +215,24 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
       raise DataError(f"--from_hf: nothing in the folders gives the model's {missing[0]}")
   for name, value in values.items():
     variables[name].assign(value)
+  return HfImport(hparams, tokenizer.vocab, model, sorted(values))
+
+
+def hf_to_project(folders: List[str], output_dir: str) -> str:
+  """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
+  hparams.json, vocab.txt; returns the checkpoint prefix."""
+  imported = read_hf(folders)
+  variables = checkpoints.named_variables(imported.model)
   with checkpoints.atomic_output_dir(output_dir, "--output_dir") as tmp_dir:
     prefix = os.path.join(tmp_dir, checkpoints.CHECKPOINT_NAME)
     if len(folders) == 2:
-      checkpoints.save_project_checkpoint(model, prefix)
+      checkpoints.save_project_checkpoint(imported.model, prefix)
     else:  # the discriminator's variables alone, official layout (no generator)
-      checkpoints.save_official_checkpoint([variables[name] for name in values], prefix)
+      checkpoints.save_official_checkpoint([variables[name] for name in imported.loaded],
+                                           prefix)
     checkpoints.write_checkpoint_state(tmp_dir)
     with open(os.path.join(tmp_dir, "hparams.json"), "w", encoding="utf-8") as f:
-      json.dump(hparams, f, indent=1, sort_keys=True)
+      json.dump(imported.hparams, f, indent=1, sort_keys=True)
     with open(os.path.join(tmp_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-      f.writelines(token + "\n" for token in tokenizer.vocab)
+      f.writelines(token + "\n" for token in imported.vocab)
   return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)

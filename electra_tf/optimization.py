@@ -79,6 +79,7 @@ def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
   return decayed * warmup
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraLearningRate(keras.optimizers.schedules.LearningRateSchedule):
   """Rate of the next update, given how many updates were already applied.
 
@@ -124,23 +125,30 @@ def layer_depths(n_layers: int) -> Dict[str, int]:
 
 
 def layer_lr_multipliers(variable_names: Iterable[str], decay: float,
-                         n_layers: int) -> Dict[str, float]:
+                         n_layers: int, unmatched_as_head: bool = False
+                         ) -> Dict[str, float]:
   """Layer-wise learning-rate multiplier decay^(n_layers + 2 - depth) per name.
 
   A name matches the key it contains (official substring match).  The official
   optimizer raises for a variable no key matches; one matching several keys
   would be updated once per key there, which is never intended, so both raise.
+  With `unmatched_as_head`, a name no key matches is the head's (multiplier
+  1): a Keras model's own head, whose names Keras gives (electra_tf.api).
   """
   depths = layer_depths(n_layers)
   multipliers = {}
   for name in variable_names:
     keys = [key for key in depths if key in name]
-    if len(keys) != 1:
+    if len(keys) == 1:
+      depth = depths[keys[0]]
+    elif not keys and unmatched_as_head:
+      depth = depths["task_specific/"]
+    else:
       found = f"keys {keys}" if keys else "no key"
       raise ConfigError(
           f"layerwise_lr_decay: variable {name!r} contains {found} of "
           f"{list(depths)}; each variable must contain exactly one")
-    multipliers[name] = decay ** (n_layers + 2 - depths[keys[0]])
+    multipliers[name] = decay ** (n_layers + 2 - depth)
   return multipliers
 
 
@@ -149,6 +157,7 @@ def uses_weight_decay(variable_name: str) -> bool:
   return not any(key in variable_name for key in EXCLUDE_FROM_WEIGHT_DECAY)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class AdamWeightDecay(keras.optimizers.Optimizer):
   """The official AdamWeightDecayOptimizer as a Keras 2 optimizer.
 
@@ -163,7 +172,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                weight_decay_rate: float = 0.0,
                layerwise_lr_decay: Optional[float] = None,
                n_transformer_layers: Optional[int] = None,
-               clip_per_replica: bool = False,
+               clip_per_replica: bool = False, unmatched_as_head: bool = False,
                name: str = "AdamWeightDecay", **kwargs):
     # Keras's own weight decay (applied before the update, in another order)
     # is off; the official decay is part of `update_step`.  XLA is off so that
@@ -177,6 +186,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self.layerwise_lr_decay = layerwise_lr_decay
     self.n_transformer_layers = n_transformer_layers
     self.clip_per_replica = clip_per_replica
+    self.unmatched_as_head = unmatched_as_head
 
   def build(self, var_list):
     super().build(var_list)
@@ -186,7 +196,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     names = [var.name for var in var_list]
     if self.layerwise_lr_decay:
       by_name = layer_lr_multipliers(names, self.layerwise_lr_decay,
-                                     self.n_transformer_layers)
+                                     self.n_transformer_layers, self.unmatched_as_head)
       self._lr_multipliers = [by_name[name] for name in names]
     else:
       self._lr_multipliers = [1.0] * len(names)
@@ -248,7 +258,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                   weight_decay_rate=self.weight_decay_rate,
                   layerwise_lr_decay=self.layerwise_lr_decay,
                   n_transformer_layers=self.n_transformer_layers,
-                  clip_per_replica=self.clip_per_replica)
+                  clip_per_replica=self.clip_per_replica,
+                  unmatched_as_head=self.unmatched_as_head)
     return config
 
   @classmethod
@@ -260,6 +271,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return cls(learning_rate=schedule, **config)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class Lamb(AdamWeightDecay):
   """LAMB (You et al. 2020) in place of Adam, all else AdamWeightDecay's.
 
@@ -307,14 +319,16 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
                      layerwise_lr_decay: Optional[float] = None,
                      n_transformer_layers: Optional[int] = None,
                      clip_per_replica: bool = False,
-                     optimizer: str = "adamw") -> AdamWeightDecay:
+                     optimizer: str = "adamw",
+                     unmatched_as_head: bool = False) -> AdamWeightDecay:
   """Official `create_optimizer` settings; create it under `strategy.scope()`.
 
   `optimizer`: "adamw" (the official AdamWeightDecay) or "lamb" (`Lamb`, same
   schedule, clip, layer-wise rates and exclusions).  `num_warmup_steps` may be
   fractional (fine-tuning's max(num_train_steps * warmup_proportion,
   warmup_steps)).  Layer-wise decay is on when `layerwise_lr_decay` > 0
-  (official `layerwise_lr_decay_power`) and needs `n_transformer_layers`.
+  (official `layerwise_lr_decay_power`) and needs `n_transformer_layers`;
+  `unmatched_as_head`: `layer_lr_multipliers`'.
   Gradients are applied per replica with the loss scaled to its share of the
   global batch (as `train_loop.Trainer` does); `current_learning_rate()` is
   the base rate of the last update.
@@ -343,7 +357,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
   return OPTIMIZER_CLASSES[optimizer](schedule, weight_decay_rate=weight_decay_rate,
                                       layerwise_lr_decay=layerwise_lr_decay,
                                       n_transformer_layers=n_transformer_layers,
-                                      clip_per_replica=clip_per_replica)
+                                      clip_per_replica=clip_per_replica,
+                                      unmatched_as_head=unmatched_as_head)
 
 
 @contextlib.contextmanager

@@ -152,13 +152,14 @@ class TextEncoder(tf.Module):
             "segment_ids": padded(segment_ids, 0)}
 
   def pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor],
-           max_seq_length: int) -> Dict[str, tf.Tensor]:
+           max_seq_length: int, min_length: int = 2) -> Dict[str, tf.Tensor]:
     """The classifier featurizer (classification.encode_texts) in the graph.
 
     text_a, text_b: string [B] (text_b None: single texts).  A row whose B
     has no pieces (e.g. an empty string) is packed as a single text, as
-    `encode_texts` does.  Returns `model_inputs` of the packed rows (at
-    least 2 wide, so that a batch of no rows gives [0, 2] tensors).
+    `encode_texts` does.  Returns `model_inputs` of the packed rows, at
+    least min_length wide (max_seq_length: padded as the featurizer pads;
+    at least 2, so that a batch of no rows gives [0, 2] tensors).
     """
     pieces_a = self.pieces(text_a)
     len_a = pieces_a.row_lengths()
@@ -184,7 +185,7 @@ class TextEncoder(tf.Module):
     segment_ids = tf.cast(tf.ragged.range(tokens.row_lengths()) >=
                           tf.expand_dims(keep_a + 2, 1), tf.int32)
     # Width at least 2 ([CLS] [SEP]), also for a batch of no rows.
-    return self.model_inputs(tokens, segment_ids, min_length=2)
+    return self.model_inputs(tokens, segment_ids, min_length=max(2, min_length))
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from tests.conftest import REPO_ROOT, SHARED_DIR
 PAGES = ["README.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving.md",
          "docs/huggingface.md", "docs/faithfulness.md", "docs/big_batches.md",
          "docs/performance.md", "docs/operations.md", "docs/electric.md", "docs/learning.md",
-         "docs/layout.md"]
+         "docs/layout.md", "docs/python_api.md"]
 # What the work directory links to in the checkout: what a user's clone has.
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
                     "tools", "tests", "requirements.txt", "pyproject.toml", "pytest.ini"]
@@ -45,6 +45,10 @@ CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "ele
 TINY_TRAINING = ('"num_train_steps": 20, "num_warmup_steps": 2, "train_batch_size": 8, '
                  '"model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 2}')
 TINY_EVAL = '"num_eval_steps": 2, "eval_batch_size": 8'
+# The README's Quickstart as run here: the embedded default, 2 layers for 20
+# steps (evaluated every 10, logged every 5) instead of 4 for 400.
+QUICKSTART = (f"python run_pretraining.py --hparams='{{{TINY_TRAINING}, {TINY_EVAL}, "
+              '"eval_every_steps": 10, "log_every": 5}\'\n')
 OFFICIAL_DEBUG = SHARED_DIR / "fixtures" / "official_debug"
 BERT_VOCAB = SHARED_DIR / "data" / "vocab" / "bert_uncased_vocab.txt"
 # Google's TF1 code's tiny checkpoint (fixtures/official_debug): its hparams
@@ -66,6 +70,9 @@ PAGE_SETUP = {
         "python run_pretraining.py --data_dir=data --model_name=mine --model_size=small "
         f"--hparams='{{{TINY_TRAINING}}}'\n",
         "the README's data/ and data/models/mine, by its commands (shrunk as there)"),
+    "docs/python_api.md": (
+        QUICKSTART, "the README's Quickstart model, electra_demo/models/electra_demo, by its "
+        "command (shrunk as there)"),
 }
 # What a page's block made that PAGE_SETUP would otherwise make again: (page,
 # a text of the block, paths, the page whose setup they are).  Once the
@@ -76,6 +83,8 @@ PAGE_SETUP = {
 MADE_FOR_SETUP = [
     ("README.md", "--model_name=mine --model_size=small",
      ["data/vocab.txt", "data/pretrain_tfrecords", "data/models/mine"], "docs/huggingface.md"),
+    ("README.md", "python run_pretraining.py\n", ["electra_demo/models/electra_demo"],
+     "docs/python_api.md"),
 ]
 # (page or "*", text in a block, replacement, why): applied in this order.
 SUBSTITUTIONS = [
@@ -98,10 +107,8 @@ SUBSTITUTIONS = [
     ("*", "--model_name=mine --model_size=small --do_eval",
      f"--model_name=mine --model_size=small --do_eval --hparams='{{{TINY_EVAL}}}'",
      "2 eval batches of 8 instead of 100 of 128"),
-    ("README.md", "python run_pretraining.py\n",
-     f"python run_pretraining.py --hparams='{{{TINY_TRAINING}, {TINY_EVAL}, "
-     '"eval_every_steps": 10, "log_every": 5}\'\n', "the embedded default, 2 layers for 20 "
-     "steps (evaluated every 10, logged every 5) instead of 4 for 400"),
+    ("README.md", "python run_pretraining.py\n", QUICKSTART, "the embedded default, 2 layers "
+     "for 20 steps (evaluated every 10, logged every 5) instead of 4 for 400"),
     ("README.md", "hub/electra-small-discriminator,hub/electra-small-generator",
      "tests/data/hf_transformers_saved/discriminator,tests/data/hf_transformers_saved/generator",
      "a pair saved by transformers 5.24 itself (random weights, committed) for the Hub's"),
@@ -139,6 +146,17 @@ SUBSTITUTIONS = [
     ("docs/serving.md", "--batch_size=32 --seq_length=128 \\\n    --steps=10 --latency_calls=100",
      "--batch_size=2 --seq_length=32 \\\n    --steps=1 --latency_calls=2",
      "2 sequences of 32 once, 2 latency calls"),
+    ("docs/python_api.md",
+     'load_tokenizer("electra_base/electra_base", hparams={"model_size": "base"})',
+     f'load_tokenizer("{OFFICIAL_DEBUG}/model.ckpt", hparams={{{DEBUG_PRETRAINING}}}, '
+     f'vocab_file="{BERT_VOCAB}")',
+     "Google's TF1 code's tiny checkpoint (official_debug fixture) for ELECTRA-Base, its "
+     "architecture, and its vocab (BERT's uncased; Google's release has it beside the checkpoint)"),
+    ("docs/python_api.md", '"electra_base/electra_base", hparams={"model_size": "base"}',
+     f'"{OFFICIAL_DEBUG}/model.ckpt", hparams={{{DEBUG_PRETRAINING}}}', "the same, for the encoder"),
+    ("docs/python_api.md", '("electra-small-discriminator", "electra-small-generator")',
+     f'("{HF_FIXTURE}/discriminator", "{HF_FIXTURE}/generator")',
+     "a pair saved by transformers 5.24 itself (random weights, committed) for the Hub's"),
     ("docs/huggingface.md", "--from_hf=electra-small-discriminator ",
      f"--from_hf={HF_FIXTURE}/discriminator ",
      "a discriminator saved by transformers 5.24 itself (random weights, committed)"),

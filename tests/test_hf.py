@@ -472,6 +472,9 @@ def _bad_saved_cases(tmp_path):
       "missing": ([str(tmp_path / "nope")], f"--from_hf: {tmp_path / 'nope'} does not exist"),
       "file": ([str(tmp_path / "a_file")],
                f"--from_hf: {tmp_path / 'a_file'} is a file, not a transformers model folder"),
+      "generator_first": ([gen_dir], f"--from_hf: {gen_dir} is a generator "
+                          "(ElectraForMaskedLM); give the discriminator first: DISC_DIR or "
+                          "DISC_DIR,GEN_DIR"),
       "three": ([disc, gen_dir, gen_dir], "--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
                 f"{disc},{gen_dir},{gen_dir} (3 folders)"),
       "empty": ([disc, ""], f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not {disc}, "

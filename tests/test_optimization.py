@@ -114,6 +114,14 @@ def test_layer_lr_multipliers_match_official_table(official_optimizer_fixture):
       "encoder/layer_0/": 1, "encoder/layer_1/": 2}
   with pytest.raises(ConfigError, match="generator/pooler/dense.*no key"):
     optimization.layer_lr_multipliers(["generator/pooler/dense"], 0.8, 12)
+  # A Keras model's own head (electra_tf.api): Keras' names, the head's rate;
+  # a name matching two keys is still an error.
+  assert optimization.layer_lr_multipliers(
+      ["dense/kernel:0", "electra/encoder/layer_0/w:0"], 0.8, 12, unmatched_as_head=True
+  ) == {"dense/kernel:0": 1.0, "electra/encoder/layer_0/w:0": pytest.approx(0.8 ** 13)}
+  with pytest.raises(ConfigError, match="contains keys"):
+    optimization.layer_lr_multipliers(["task_specific/embeddings_project/w:0"], 0.8, 12,
+                                      unmatched_as_head=True)
 
 
 def test_weight_decay_exclusion():

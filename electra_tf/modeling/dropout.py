@@ -84,6 +84,7 @@ def draw_keep_mask(shape: tf.Tensor, seed: tf.Tensor, rate: float) -> tf.Tensor:
   return tf.reshape(halves >= threshold, shape)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class Dropout(keras.layers.Layer):
   """Inverted dropout with rate `rate`; seeded inside `seeded` (see module doc).
 

@@ -101,6 +101,7 @@ def _from_model_config(cls: type, config: Dict[str, Any]) -> keras.layers.Layer:
   return cls(ModelConfig.from_dict(config.pop("config")), **config)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class LayerNorm(keras.layers.LayerNormalization):
   """Official LayerNorm over the last axis (epsilon 1e-12, gamma and beta).
 
@@ -128,6 +129,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     return tf.cast(output, inputs.dtype)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class EmbeddingLayer(keras.layers.Layer):
   """Word + token-type + position embeddings and their LayerNorm.
 
@@ -192,6 +194,7 @@ class EmbeddingLayer(keras.layers.Layer):
     return self.layer_norm(output)
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class TransformerLayer(keras.layers.Layer):
   """One post-LayerNorm Transformer block (official `transformer_model` body).
 
@@ -271,6 +274,7 @@ class TransformerLayer(keras.layers.Layer):
     return output, probs
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class TransformerEncoder(keras.layers.Layer):
   """Official `BertModel`: embeddings, optional projection, Transformer stack.
 

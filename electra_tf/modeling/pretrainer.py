@@ -152,6 +152,7 @@ def discriminator_loss(logits: tf.Tensor, labels: tf.Tensor, input_mask: tf.Tens
 # -------------------------------------------------------------------- heads
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class MaskedLMHead(keras.layers.Layer):
   """The `generator_predictions` head: MLM logits at the masked positions.
 
@@ -211,6 +212,7 @@ class MaskedLMHead(keras.layers.Layer):
     return tf.cast(logits, tf.float32) + self.output_bias
 
 
+@keras.utils.register_keras_serializable(package="electra_tf")
 class DiscriminatorHead(keras.layers.Layer):
   """The `discriminator_predictions` head: [B, S, H] -> float32 logits [B, S].
 
