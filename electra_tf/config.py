@@ -48,7 +48,33 @@ LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm's, as official
 DISC_WEIGHT = 50.0  # the discriminator loss's weight in the joint loss
 MASK_PROB = 0.15  # share of the tokens masked
 
-MODEL_SIZES = ("small", "base", "large")
+# The model sizes, as data: the encoder (official get_bert_config), the
+# embedding width where it is not the hidden size (official: small's 128),
+# the paper's Table 6 pre-training settings (`paper_hparams`; the official
+# configure_pretraining.py carries them commented out) and the official
+# fine-tuning defaults that depend on the size.  mask_prob and max_seq_length
+# change max_predictions_per_seq, which is derived after them.
+MODEL_SIZE_TABLE: Dict[str, Dict[str, Any]] = {
+    "small": {"encoder": {"hidden_size": 256, "num_hidden_layers": 12},
+              "embedding_size": 128, "paper_pretraining": {}, "finetuning": {}},
+    "base": {"encoder": {"hidden_size": 768, "num_hidden_layers": 12},
+             "paper_pretraining": {"max_seq_length": 512, "learning_rate": 2e-4,
+                                   "embedding_size": 768, "generator_hidden_size": 0.33333,
+                                   "train_batch_size": 256, "num_train_steps": 766000},
+             "finetuning": {}},
+    "large": {"encoder": {"hidden_size": 1024, "num_hidden_layers": 24},
+              "paper_pretraining": {"max_seq_length": 512, "learning_rate": 2e-4,
+                                    "embedding_size": 1024, "mask_prob": 0.25,
+                                    "train_batch_size": 2048, "num_train_steps": 400000},
+              "finetuning": {"learning_rate": 5e-5, "layerwise_lr_decay": 0.9}},
+}
+MODEL_SIZES = tuple(MODEL_SIZE_TABLE)
+
+
+def size_of_hidden(hidden_size: int) -> Optional[str]:
+  """The model size whose encoder has this hidden size, or None."""
+  return next((name for name, size in MODEL_SIZE_TABLE.items()
+               if size["encoder"]["hidden_size"] == hidden_size), None)
 # --strategy values (distribution.create_strategy); fine-tuning runs on one host.
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 FINETUNING_STRATEGIES = ("auto", "one_device", "mirrored", "tpu")
@@ -78,12 +104,6 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "hidden_act", "max_position_embeddings",
               "type_vocab_size")
 
-# hidden size and number of layers per model size (official get_bert_config).
-_SIZE_ARCH = {
-    "small": {"hidden_size": 256, "num_hidden_layers": 12},
-    "base": {"hidden_size": 768, "num_hidden_layers": 12},
-    "large": {"hidden_size": 1024, "num_hidden_layers": 24},
-}
 # The official debug-mode shrink (run_pretraining.PretrainingModel and
 # run_finetuning.FinetuningModel).
 _DEBUG_ARCH = {"num_hidden_layers": 3, "hidden_size": 144, "intermediate_size": 144 * 4,
@@ -131,7 +151,7 @@ def encoder_config(model_size: str, vocab_size: int,
   Heads are hidden // 64 and the feed-forward width 4 x hidden unless the
   overrides say otherwise; `debug` applies the official debug shrink.
   """
-  args: Dict[str, Any] = dict(_SIZE_ARCH[model_size])
+  args: Dict[str, Any] = dict(MODEL_SIZE_TABLE[model_size]["encoder"])
   args["vocab_size"] = vocab_size
   args.update(overrides)
   args["num_attention_heads"] = max(1, args["hidden_size"] // 64)

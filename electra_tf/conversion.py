@@ -122,8 +122,7 @@ def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
                      gen: Optional[config_lib.ModelConfig]) -> Dict:
   """Official hparams that build these encoders (the generator a fraction of
   the discriminator, as the official get_generator_config)."""
-  sizes = {256: "small", 768: "base", 1024: "large"}
-  hparams = {"model_size": sizes.get(disc.hidden_size, "small"),
+  hparams = {"model_size": config_lib.size_of_hidden(disc.hidden_size) or "small",
              "vocab_size": disc.vocab_size, "embedding_size": embedding_size,
              "model_hparam_overrides": {
                  key: getattr(disc, key) for key in (

@@ -192,6 +192,7 @@ def read_folder(folder: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
   """(config.json, the safetensors tensors) of an HF model folder; a tied
   generator output layer that the file leaves out is the word table, as
   transformers ties it."""
+  from safetensors import SafetensorError  # pylint: disable=g-import-not-at-top
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   _check_folder(folder)
   config_path = os.path.join(folder, "config.json")
@@ -216,7 +217,7 @@ def read_folder(folder: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
     raise DataError(f"--from_hf: {folder} has no {WEIGHTS_NAME}")
   try:
     tensors = load_file(weights)
-  except Exception as e:  # pylint: disable=broad-except  (safetensors' own errors)
+  except (SafetensorError, OSError) as e:
     raise DataError(f"--from_hf: {weights}: unreadable ({e})") from None
   if (ARCHITECTURES["generator"] in (config.get("architectures") or [])
       and config.get("tie_word_embeddings", True) and TIED_OUTPUT not in tensors

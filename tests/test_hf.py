@@ -467,8 +467,13 @@ def _bad_saved_cases(tmp_path):
   torch_only.mkdir()
   shutil.copyfile(SAVED / "generator" / "config.json", torch_only / "config.json")
   (torch_only / "pytorch_model.bin").write_bytes(b"not read")
+  cut_short = _saved_copy(tmp_path, "cut_short")
+  weights = cut_short / "model.safetensors"
+  weights.write_bytes(weights.read_bytes()[:100])
   disc, gen_dir = SAVED_PAIR
   return {
+      "cut_short": ([str(cut_short)], f"--from_hf: {weights}: unreadable (Error while "
+                    "deserializing header"),
       "missing": ([str(tmp_path / "nope")], f"--from_hf: {tmp_path / 'nope'} does not exist"),
       "file": ([str(tmp_path / "a_file")],
                f"--from_hf: {tmp_path / 'a_file'} is a file, not a transformers model folder"),

@@ -18,7 +18,8 @@ import importlib
 import os
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
-from electra_tf.config import FINETUNING_RECORD, JobConfig, read_json_object, recorded_vocab
+from electra_tf.config import (FINETUNING_RECORD, MODEL_SIZE_TABLE, JobConfig, read_json_object,
+                               recorded_vocab)
 from electra_tf.errors import ConfigError
 
 # The task registry: name -> its class, as "module.Class" under
@@ -155,11 +156,10 @@ class FinetuningConfig(JobConfig):
       # chunk 256; ner do_lower_case false); the others keep 3 epochs.
       self.num_train_epochs = 3.0
       self.update(task_class(self.task_names[0]).single_task_defaults)
-    if self.model_size == "large":
-      self.learning_rate = 5e-5
-      self.layerwise_lr_decay = 0.9
-    elif self.model_size == "small":
-      self.embedding_size = 128
+    size = MODEL_SIZE_TABLE.get(self.model_size, {})  # unknown: validate says so
+    if "embedding_size" in size:
+      self.embedding_size = size["embedding_size"]
+    self.update(size.get("finetuning", {}))
     if self.debug:
       self.update(_DEBUG_SETTINGS)
 

@@ -25,29 +25,16 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
-from electra_tf.config import (DISC_WEIGHT, MASK_PROB, TRAINING_RECORD, JobConfig, ModelConfig,
-                               RerunNotes, training_runs)
+from electra_tf.config import (DISC_WEIGHT, MASK_PROB, MODEL_SIZE_TABLE, TRAINING_RECORD,
+                               JobConfig, ModelConfig, RerunNotes, training_runs)
 from electra_tf.errors import ConfigError
 
-# The paper's Table 6 pre-training settings for base and large.  The official
-# configure_pretraining.py carries them as a commented-out block; here they
-# apply when model_size is base/large and `paper_hparams` is true (default).
-# mask_prob and max_seq_length change max_predictions_per_seq, which is
-# therefore derived after this block (the commented official block derives it
-# before, which would leave it at the 128-token value).
 def max_predictions_per_seq(mask_prob: float, max_seq_length: int) -> int:
-  """Masked slots per sequence: the official formula, its + 0.005 included."""
+  """Masked slots per sequence: the official formula, its + 0.005 included
+  (derived after the paper's settings, which change both; the commented
+  official block derives it before, leaving the 128-token value)."""
   return int((mask_prob + 0.005) * max_seq_length)
 
-
-_PAPER_SETTINGS = {
-    "base": {"max_seq_length": 512, "learning_rate": 2e-4,
-             "embedding_size": 768, "generator_hidden_size": 0.33333,
-             "train_batch_size": 256, "num_train_steps": 766000},
-    "large": {"max_seq_length": 512, "learning_rate": 2e-4,
-              "embedding_size": 1024, "mask_prob": 0.25,
-              "train_batch_size": 2048, "num_train_steps": 400000},
-}
 
 _DEBUG_SETTINGS = {"train_batch_size": 8, "num_train_steps": 20,
                    "eval_batch_size": 4, "iterations_per_loop": 1,
@@ -151,10 +138,11 @@ class PretrainingConfig(JobConfig):
   def _apply_job_defaults(self) -> None:
     if self.debug:
       self.update(_DEBUG_SETTINGS)
-    if self.model_size == "small":
-      self.embedding_size = 128
-    elif self.paper_hparams and self.model_size in _PAPER_SETTINGS:
-      self.update(_PAPER_SETTINGS[self.model_size])
+    size = MODEL_SIZE_TABLE.get(self.model_size, {})  # unknown: validate says so
+    if "embedding_size" in size:
+      self.embedding_size = size["embedding_size"]
+    if self.paper_hparams:
+      self.update(size.get("paper_pretraining", {}))
     if self.electric_objective:
       self.two_tower_generator = True  # official: Electric requires it
 
