@@ -36,8 +36,6 @@ def define_flags() -> None:
 
 
 def main() -> int:
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  logging.set_verbosity(logging.WARNING)
   use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords)
   export_text = cli.export_text_signature(FLAGS.signatures)
   overrides = cli.hparam_flags(PretrainingConfig)

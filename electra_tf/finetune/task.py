@@ -22,9 +22,8 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
-from absl import logging
-
 from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.train_loop import log
 
 # (per-row shape, dtype) of one feature array.
 FeatureSpec = Tuple[Tuple[int, ...], Any]
@@ -179,8 +178,7 @@ class Task(abc.ABC):
                      example_index: Sequence[int]) -> Features:
     """Features from per-feature dicts holding every key of feature_specs."""
     if self.config.log_examples and rows:
-      logging.info("%s first feature: %s", self.name,
-                   {k: v for k, v in rows[0].items()})
+      log(f"{self.name} first feature: {dict(rows[0])}")
     arrays = {}
     for key, (shape, dtype) in self.feature_specs().items():
       arrays[key] = np.asarray([row[key] for row in rows],
