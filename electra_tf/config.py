@@ -27,6 +27,7 @@ locations) and the machinery of both:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -248,7 +249,7 @@ class JobConfig:
       if key in cls.DERIVED:
         raise ConfigError(f"hparam {key}: derived from data_dir, not settable")
       if key not in types:
-        raise ConfigError(f"Unknown hparam {key!r}")
+        raise ConfigError(f"Unknown hparam {key!r}{_unknown_hparam_hint(key, types)}")
       _check_value(key, types[key], value)
 
   # -------------------------------------------------------------- checks
@@ -411,6 +412,18 @@ def _check_value(key: str, type_name: str, value: Any) -> None:
     expected = "a list of strings" if base == "List[str]" else base
     raise ConfigError(f"hparam {key}: expected {expected}, got {type(value).__name__} "
                       f"{value!r}")
+
+
+def _unknown_hparam_hint(key: str, known: Mapping[str, str]) -> str:
+  """The end of an unknown hparam's error: the closest `known` hparams (name
+  -> type) and architecture values (the ModelConfig fields that
+  model_hparam_overrides sets), as absl suggests flags for an unknown flag;
+  "" when none is close."""
+  architecture = sorted({field.name for field in dataclasses.fields(ModelConfig)} - set(known))
+  close = difflib.get_close_matches(key, sorted(known) + architecture, n=3)
+  hints = [f"{name} in model_hparam_overrides" if name in architecture else name
+           for name in close]
+  return f" (did you mean {' or '.join(hints)}?)" if hints else ""
 
 
 def parse_hparams(text_or_path: Optional[str], flag: str = "--hparams") -> Dict[str, Any]:

@@ -93,6 +93,9 @@ def test_paths_follow_official_layout():
 
 @pytest.mark.parametrize("hparams,needle", [
     ({"no_such_key": 1}, "Unknown hparam 'no_such_key'"),
+    ({"learnin_rate": 1e-3}, "Unknown hparam 'learnin_rate' (did you mean learning_rate?)"),
+    ({"num_layers": 4}, "Unknown hparam 'num_layers' (did you mean num_hidden_layers in "
+                        "model_hparam_overrides or "),
     ({"learning_rate": "fast"}, "hparam learning_rate: expected float"),
     ({"num_train_steps": 1.5}, "hparam num_train_steps: expected int"),
     ({"debug": 1}, "hparam debug: expected bool"),
