@@ -90,15 +90,21 @@ def remove_stale_temporaries(directory: str) -> List[str]:
   return removed
 
 
-def check_writable(directory: str, what: str) -> None:
-  """Creates `directory` if needed and proves a file can be written there.
+def check_writable(directory: str, what: str, create: bool = True) -> None:
+  """Proves a file can be written in `directory`, which is created when
+  `create`; else (the command's work may still fail) nothing is left behind:
+  the probe goes to the nearest folder that exists, where `directory` can
+  then be made.
 
   Raises ConfigError naming `what` (a flag or hparam) when it cannot, so an
   unwritable or read-only output location fails before any work is done.
   """
-  probe = temporary_path(os.path.join(directory, ".write-probe"))
+  existing = os.path.abspath(directory)
+  while not create and not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  probe = temporary_path(os.path.join(existing, ".write-probe"))
   try:
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(existing, exist_ok=True)
     with open(probe, "wb") as f:
       f.write(b"probe")
     os.remove(probe)
