@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -48,6 +49,15 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 def atomic_write_text(path: str, text: str) -> None:
   """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
   atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_sha256(path: str) -> str:
+  """The hex SHA-256 of a file's bytes (what a record says it was made from)."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
 
 
 def process_alive(pid: int) -> bool:

@@ -177,6 +177,7 @@ class QATask(Task):
   """
   single_task_defaults = {"max_seq_length": 512, "num_train_epochs": 2.0,
                           "write_test_outputs": False}
+  feature_hparams = Task.feature_hparams + ("max_query_length", "doc_stride")
 
   @classmethod
   def check_config(cls, config: FinetuningConfig) -> None:

@@ -109,10 +109,14 @@ class Task(abc.ABC):
     check_config(config)  ConfigError when the hparams cannot serve it
     sentence_examples     each example is a text (or a text pair), which
                           `example_text` gives as one line (not span QA)
+    feature_hparams       the hparams its features depend on besides the
+                          vocab and the data files (the featurized-data
+                          cache records them: job.training_data)
   """
   help: ClassVar[str] = ""
   single_task_defaults: ClassVar[Mapping[str, Any]] = {}
   sentence_examples: ClassVar[bool] = False
+  feature_hparams: ClassVar[Tuple[str, ...]] = ("max_seq_length", "do_lower_case", "debug")
 
   @classmethod
   def check_config(cls, config: FinetuningConfig) -> None:
