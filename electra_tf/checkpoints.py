@@ -22,11 +22,15 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from electra_tf import config as config_lib
 from electra_tf import fileio
 from electra_tf import stop_points
-from electra_tf.errors import CheckpointError, ConfigError
+from electra_tf import vocabulary
+from electra_tf.errors import CheckpointError, ConfigError, DataError
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
+# The encoder's word embedding table, [vocab_size, embedding_size].
+WORD_EMBEDDINGS = "electra/embeddings/word_embeddings"
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
 # File prefix of the training jobs' checkpoints: <dir>/ckpt-<step>.*
 TRAINING_CHECKPOINT_NAME = "ckpt"
@@ -116,6 +120,27 @@ def checkpoint_entries(prefix: str) -> Dict[str, CheckpointEntry]:
         seen.add(child.node_id)
         stack.append(child.node_id)
   return entries
+
+
+def check_vocab(vocab_file: str, checkpoint: str, flag: str) -> None:
+  """DataError unless `vocab_file` (given as `flag`) can be the vocab the
+  checkpoint was trained with: the vocab recorded beside it
+  (`config.recorded_vocab`), token for token, when it has one; and as many
+  entries as its word embedding table has rows.  Reads only the vocabs and
+  the checkpoint's index."""
+  tokens = list(vocabulary.load_vocab(vocab_file))
+  recorded = config_lib.recorded_vocab(checkpoint)
+  if recorded and not os.path.samefile(recorded, vocab_file):
+    difference = vocabulary.vocab_difference(tokens, list(vocabulary.load_vocab(recorded)))
+    if difference:
+      raise DataError(f"{flag} {vocab_file}: not the vocab {checkpoint} was trained with, "
+                      f"{recorded} ({difference}); leave {flag} out to use that one")
+  prefix = resolve_checkpoint(checkpoint)
+  table = checkpoint_entries(prefix).get(WORD_EMBEDDINGS)
+  if table is not None and table.shape[0] != len(tokens):
+    raise DataError(f"{flag} {vocab_file}: {len(tokens):,} entries, but the word embedding "
+                    f"table of {prefix} ({WORD_EMBEDDINGS}) has {table.shape[0]:,} rows, "
+                    "one per entry of the vocab it was trained with")
 
 
 def _scope(name: str) -> str:

@@ -14,6 +14,7 @@ from electra_tf import checkpoints
 from electra_tf import config as config_lib
 from electra_tf import hf
 from electra_tf import train_loop
+from electra_tf import vocabulary
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain import job as pretrain_job
 from electra_tf.pretrain.config import PretrainingConfig
@@ -136,9 +137,33 @@ def _hparams_from_hf(disc: config_lib.ModelConfig, embedding_size: int,
   return hparams
 
 
-def hf_to_project(folders: List[str], output_dir: str) -> str:
+def _check_given_tokenizer(tokenizer: hf.Tokenizer, vocab_file: Optional[str],
+                           do_lower_case: Optional[bool]) -> None:
+  """DataError when the user's --vocab_file or --do_lower_case is not the
+  transformers folder's own tokenizer (`tokenizer`), which --from_hf takes."""
+  if vocab_file:
+    difference = vocabulary.vocab_difference(list(vocabulary.load_vocab(vocab_file)),
+                                             tokenizer.vocab)
+    if difference:
+      raise DataError(f"--vocab_file {vocab_file}: not the vocab of the model, "
+                      f"{tokenizer.files[0]} ({difference}); leave --vocab_file out: "
+                      "--from_hf takes the folder's own")
+  if do_lower_case is not None and do_lower_case != tokenizer.do_lower_case:
+    raise DataError(f"--{'' if do_lower_case else 'no'}do_lower_case: the model's tokenizer "
+                    f"({', '.join(tokenizer.files)}) "
+                    f"{'lower-cases' if tokenizer.do_lower_case else 'keeps the case'}; leave "
+                    "the flag out: --from_hf takes the folder's own casing")
+
+
+def hf_to_project(folders: List[str], output_dir: str, vocab_file: Optional[str] = None,
+                  do_lower_case: Optional[bool] = None) -> str:
   """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
-  hparams.json, vocab.txt; returns the checkpoint prefix."""
+  hparams.json, vocab.txt; returns the checkpoint prefix.
+
+  The vocab and casing are the folders' own; a `vocab_file` or
+  `do_lower_case` the user gives (--vocab_file, --do_lower_case) must be
+  those, else a DataError before anything is written.
+  """
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not 1 <= len(folders) <= 2 or not all(folders):
     raise ConfigError(f"--from_hf: give DISC_DIR or DISC_DIR,GEN_DIR, not "
@@ -162,6 +187,7 @@ def hf_to_project(folders: List[str], output_dir: str) -> str:
       if gen_tokenizer[:2] != tokenizer[:2]:
         raise DataError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
                         "hold different tokenizers (vocab or casing); the pair shares one")
+  _check_given_tokenizer(tokenizer, vocab_file, do_lower_case)
   vocab = {token: i for i, token in enumerate(tokenizer.vocab)}
   if len(vocab) != disc.vocab_size:
     raise DataError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
