@@ -252,12 +252,13 @@ def training_data(config: FinetuningConfig, tasks: Sequence[Task]
     return featurize_training_data(tasks)
   prefix = os.path.join(config.preprocessed_data_dir,
                         "_".join(sorted(config.task_names)) + "_train")
+  for path in fileio.remove_stale_temporaries(config.preprocessed_data_dir):
+    _log(f"Removed {path}, left by an interrupted earlier run")
   record = feature_record(config, tasks)
   data = _cached_training_data(prefix + ".npz", record)
   if data is not None:
     return data
   data = featurize_training_data(tasks)
-  fileio.remove_stale_temporaries(config.preprocessed_data_dir)
   os.makedirs(config.preprocessed_data_dir, exist_ok=True)
   buffer = io.BytesIO()
   np.savez(buffer, **{CACHE_RECORD_KEY: np.array(json.dumps(record)),
