@@ -339,7 +339,8 @@ def test_a_vocab_other_than_the_models_own_is_refused_before_anything_is_written
   shorter = tmp_path / "shorter.txt"
   shorter.write_text("\n".join(tokens[:-1]) + "\n", encoding="utf-8")
   swap = f"line 11 holds {tokens[11]!r} against {tokens[10]!r}"
-  cut = f"{len(tokens) - 1} entries against {len(tokens)}; the first {len(tokens) - 1} are the same"
+  n = len(tokens)
+  cut = f"{n - 1} entries against {n}; the first {n - 1} are the same"
   def beside(vocab, difference):
     return (f"--vocab_file {vocab}: not the vocab {checkpoint} was trained with, {recorded} "
             f"({difference}); leave --vocab_file out to use that one")

@@ -283,15 +283,16 @@ def test_files_in_another_tagging_scheme_are_refused_naming_the_one_they_fit(
   data_dir = make_ner_dir(tmp_path / "data", "IOB1")
   before = sorted((tmp_path / "data").rglob("*"))
   train = data_dir / "finetuning_data" / "ner" / "train.txt"
-  in_file = [tags for _, tags in ner_sentences(0)[0]]
-  fit = spans.scheme_fit([spans.convert(tags, "IOB1") for tags in in_file], "IOB2")
+  n_entities, n_ill_formed = seqeval_ill_formed(
+      [spans.convert(tags, "IOB1") for _, tags in ner_sentences(0)[0]], "IOB2")
   first = next(number for number, line in enumerate(train.read_text().splitlines(), 1)
                if line.split()[-1:] not in ([], ["O"]))  # IOB1: entities begin with I-
+  hparams = json.dumps(dict(TINY, vocab_size=len(cased_vocab())))
   result = run_command("finetune", "run_finetuning.py", [
       f"--data_dir={data_dir}", "--task_names=ner", f"--model_dir={tmp_path / 'model'}",
-      "--init_checkpoint=none", f"--hparams={json.dumps(dict(TINY, vocab_size=len(cased_vocab())))}"])
+      "--init_checkpoint=none", f"--hparams={hparams}"])
   assert (result.status, result.stderr) == (2, (
-      f"run_finetuning.py: error: {train}: {fit.n_ill_formed} of {fit.n_entities} entities are "
+      f"run_finetuning.py: error: {train}: {n_ill_formed} of {n_entities} entities are "
       f"ill-formed in hparam tagging_scheme IOB2 (the first on line {first}) but none in IOB1; "
       "set hparam tagging_scheme to IOB1\n"))
   assert sorted((tmp_path / "data").rglob("*")) == before
