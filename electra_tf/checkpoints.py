@@ -24,9 +24,12 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from electra_tf import fileio
 from electra_tf import stop_points
-from electra_tf.errors import CheckpointError, ConfigError, error_message
+from electra_tf import vocabulary
+from electra_tf.errors import CheckpointError, ConfigError, DataError, error_message
 
 MODEL_KEY = "model"  # the pre-trainer's key in a project tf.train.Checkpoint
+# The encoder's word embedding table, [vocab_size, embedding_size].
+WORD_EMBEDDINGS = "electra/embeddings/word_embeddings"
 CHECKPOINT_NAME = "model.ckpt"  # file prefix of the checkpoints convert writes
 # File prefix of the training jobs' checkpoints: <dir>/ckpt-<step>.*
 TRAINING_CHECKPOINT_NAME = "ckpt"
@@ -194,6 +197,20 @@ def checkpoint_entries(prefix: str) -> Dict[str, CheckpointEntry]:
         seen.add(child.node_id)
         stack.append(child.node_id)
   return entries
+
+
+def check_vocab(vocab_file: str, checkpoint: str, flag: str) -> None:
+  """DataError unless `vocab_file` (given as `flag`) has as many entries as
+  the checkpoint's word embedding table has rows (the vocab recorded beside
+  it is compared token for token by the config: `config.check_same_vocab`).
+  Reads only the vocab and the checkpoint's index."""
+  tokens = list(vocabulary.load_vocab(vocab_file))
+  prefix = resolve_checkpoint(checkpoint)
+  table = checkpoint_entries(prefix).get(WORD_EMBEDDINGS)
+  if table is not None and table.shape[0] != len(tokens):
+    raise DataError(f"{flag} {vocab_file}: {len(tokens):,} entries, but the word embedding "
+                    f"table of {prefix} ({WORD_EMBEDDINGS}) has {table.shape[0]:,} rows, "
+                    "one per entry of the vocab it was trained with")
 
 
 def _scope(name: str) -> str:

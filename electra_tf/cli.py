@@ -18,7 +18,9 @@ take through `define_shared_flag`, and hands its `main()` to `cli.run`:
   * otherwise the exit status is what `main()` returns (None: 0);
   * `--help` prints the command's docstring and its own flags (those of the
     command's module and the shared ones of this module); `--helpfull` adds
-    absl's and TensorFlow's;
+    absl's and TensorFlow's; both exit with status 0;
+  * logging shows warnings and errors, not absl's and TensorFlow's INFO lines
+    (absl's `--verbosity=0` shows them); progress goes to stdout;
   * flag names may be written with hyphens, as the official scripts' command
     lines do (`--data-dir DIR --model-name NAME` is `--data_dir=DIR
     --model_name=NAME`).
@@ -37,6 +39,7 @@ from typing import Callable, List, NoReturn, Optional, Sequence
 
 from absl import app
 from absl import flags
+from absl import logging
 
 from electra_tf.config import MIXED_PRECISIONS, MODEL_SIZES
 from electra_tf.errors import ConfigError, UserError, error_message
@@ -124,6 +127,10 @@ def flags_parser(program: str = os.path.basename(sys.argv[0])):
       return flags.FLAGS(underscored_flag_names(argv))
     except flags.Error as e:
       _fail(program, error_message(e))
+    except SystemExit as e:  # absl's help flags print the help, then exit 1
+      if e.code != 1:
+        raise
+      sys.exit(0)
 
   return parse
 
@@ -152,6 +159,8 @@ def run(main: Callable[[], Optional[int]],
     if len(argv) > 1:
       _fail(program, f"unexpected argument(s): {' '.join(argv[1:])} (every "
             "option is a --flag)")
+    if not flags.FLAGS["verbosity"].present:
+      logging.set_verbosity(logging.WARNING)
     with one_line_errors(program):
       return main() or 0
 

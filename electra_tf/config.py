@@ -32,13 +32,14 @@ locations) and the machinery of both:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from electra_tf.errors import ConfigError
-from electra_tf.vocabulary import load_vocab
+from electra_tf.vocabulary import load_vocab, vocab_difference
 
 # Official values that more than one module uses (each fact once).
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocab: the official vocab_size
@@ -249,11 +250,11 @@ class JobConfig:
       user = {**{k: v for k, v in recorded.items() if k not in placed}, **user}
       config = cls._resolve(user, data_dir, model_name)
     sources = config._checkpoint_dirs() + ([checkpoint] if checkpoint else [])
-    beside = [path for path in map(recorded_vocab, sources) if path]
+    beside = [(path, source) for source in sources for path in [recorded_vocab(source)] if path]
     placed_vocab = "vocab_file" in config._placed_by(data_dir) and os.path.isfile(
         config.vocab_file)
     if "vocab_file" not in user and beside and not placed_vocab:
-      user["vocab_file"] = beside[0]  # the vocab the checkpoint was trained with
+      user["vocab_file"] = beside[0][0]  # the vocab the checkpoint was trained with
       config = cls._resolve(user, data_dir, model_name)
     inferred = {k: v for k, v in config._from_inputs().items() if k not in user}
     if inferred:
@@ -261,8 +262,8 @@ class JobConfig:
       config = cls._resolve(user, data_dir, model_name)
     if "vocab_size" not in user and os.path.isfile(config.vocab_file):
       config.vocab_size = len(load_vocab(config.vocab_file))
-    for path in beside:
-      check_same_vocab(config.vocab_file, path)
+    for path, source in beside:
+      check_same_vocab(config.vocab_file, path, source)
     config.validate()
     if rerun is not None:
       config._check_rerun(rerun)
@@ -329,7 +330,7 @@ class JobConfig:
       if key in cls.DERIVED:
         raise ConfigError(f"hparam {key}: derived from data_dir, not settable")
       if key not in types:
-        raise ConfigError(f"Unknown hparam {key!r}")
+        raise ConfigError(f"Unknown hparam {key!r}{_unknown_hparam_hint(key, types)}")
       _check_value(key, types[key], value)
 
   # -------------------------------------------------------------- checks
@@ -405,16 +406,15 @@ def _json(value: Any) -> str:
   return json.dumps(value, sort_keys=True, default=str)
 
 
-def check_same_vocab(vocab_file: str, recorded: str) -> None:
-  """ConfigError unless vocab_file holds the checkpoint's vocab `recorded`."""
+def check_same_vocab(vocab_file: str, recorded: str, source: str) -> None:
+  """ConfigError unless vocab_file holds, token for token, the vocab
+  `recorded` beside the checkpoint `source` was trained with."""
   if not os.path.isfile(vocab_file) or os.path.abspath(vocab_file) == os.path.abspath(recorded):
     return
-  with open(vocab_file, "rb") as given, open(recorded, "rb") as kept:
-    if given.read() != kept.read():
-      raise ConfigError(
-          f"vocab_file {vocab_file} differs from {recorded}, the vocab the checkpoint "
-          f"beside it was trained with: every id would mean another word; leave "
-          "--vocab_file out to use that one")
+  difference = vocab_difference(list(load_vocab(vocab_file)), list(load_vocab(recorded)))
+  if difference:
+    raise ConfigError(f"--vocab_file {vocab_file}: not the vocab {source} was trained with, "
+                      f"{recorded} ({difference}); leave --vocab_file out to use that one")
 
 
 def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -544,6 +544,18 @@ def _check_value(key: str, type_name: str, value: Any) -> None:
     expected = "a list of strings" if base == "List[str]" else base
     raise ConfigError(f"hparam {key}: expected {expected}, got {type(value).__name__} "
                       f"{value!r}")
+
+
+def _unknown_hparam_hint(key: str, known: Mapping[str, str]) -> str:
+  """The end of an unknown hparam's error: the closest `known` hparams (name
+  -> type) and architecture values (the ModelConfig fields that
+  model_hparam_overrides sets), as absl suggests flags for an unknown flag;
+  "" when none is close."""
+  architecture = sorted({field.name for field in dataclasses.fields(ModelConfig)} - set(known))
+  close = difflib.get_close_matches(key, sorted(known) + architecture, n=3)
+  hints = [f"{name} in model_hparam_overrides" if name in architecture else name
+           for name in close]
+  return f" (did you mean {' or '.join(hints)}?)" if hints else ""
 
 
 def parse_hparams(text_or_path: Optional[str], flag: str = "--hparams") -> Dict[str, Any]:

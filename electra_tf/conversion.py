@@ -13,6 +13,7 @@ import numpy as np
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
 from electra_tf import hf
+from electra_tf import vocabulary
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.pretrainer import ElectraPretrainer
@@ -143,13 +144,34 @@ class HfImport(NamedTuple):
   loaded: List[str]  # the official names of the variables the folders gave
 
 
-def read_hf(folders: List[str]) -> HfImport:
+def _check_given_tokenizer(tokenizer: hf.Tokenizer, vocab_file: Optional[str],
+                           do_lower_case: Optional[bool]) -> None:
+  """DataError when the user's --vocab_file or --do_lower_case is not the
+  transformers folder's own tokenizer (`tokenizer`), which --from_hf takes."""
+  if vocab_file:
+    difference = vocabulary.vocab_difference(list(vocabulary.load_vocab(vocab_file)),
+                                             tokenizer.vocab)
+    if difference:
+      raise DataError(f"--vocab_file {vocab_file}: not the vocab of the model, "
+                      f"{tokenizer.files[0]} ({difference}); leave --vocab_file out: "
+                      "--from_hf takes the folder's own")
+  if do_lower_case is not None and do_lower_case != tokenizer.do_lower_case:
+    raise DataError(f"--{'' if do_lower_case else 'no'}do_lower_case: the model's tokenizer "
+                    f"({', '.join(tokenizer.files)}) "
+                    f"{'lower-cases' if tokenizer.do_lower_case else 'keeps the case'}; leave "
+                    "the flag out: --from_hf takes the folder's own casing")
+
+
+def read_hf(folders: List[str], vocab_file: Optional[str] = None,
+            do_lower_case: Optional[bool] = None) -> HfImport:
   """transformers folders (discriminator[, generator]) -> the model they hold.
 
   Strict as `python -m electra_tf.convert --from_hf`: a folder, tensor,
   config field or tokenizer this project cannot hold exactly is a one-line
   UserError naming it.  Of a discriminator alone, the model's generator keeps
-  its initial values (`loaded` says which variables the folders gave).
+  its initial values (`loaded` says which variables the folders gave).  The
+  vocab and casing are the folders' own; a `vocab_file` or `do_lower_case`
+  the user gives (--vocab_file, --do_lower_case) must be those.
   """
   from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
   if not 1 <= len(folders) <= 2 or not all(folders):
@@ -177,6 +199,7 @@ def read_hf(folders: List[str]) -> HfImport:
       if gen_tokenizer[:2] != tokenizer[:2]:
         raise DataError(f"--from_hf: {tokenizer.files[0]} and {gen_tokenizer.files[0]} "
                         "hold different tokenizers (vocab or casing); the pair shares one")
+  _check_given_tokenizer(tokenizer, vocab_file, do_lower_case)
   vocab = {token: i for i, token in enumerate(tokenizer.vocab)}
   if len(vocab) != disc.vocab_size:
     raise DataError(f"--from_hf: {os.path.join(folders[0], 'config.json')} says vocab_size "
@@ -217,10 +240,12 @@ def read_hf(folders: List[str]) -> HfImport:
   return HfImport(hparams, tokenizer.vocab, model, sorted(values))
 
 
-def hf_to_project(folders: List[str], output_dir: str) -> str:
+def hf_to_project(folders: List[str], output_dir: str, vocab_file: Optional[str] = None,
+                  do_lower_case: Optional[bool] = None) -> str:
   """transformers folders (discriminator[, generator]) -> output_dir/model.ckpt,
-  hparams.json, vocab.txt; returns the checkpoint prefix."""
-  imported = read_hf(folders)
+  hparams.json, vocab.txt (`read_hf`, which checks `vocab_file` and
+  `do_lower_case`); returns the checkpoint prefix."""
+  imported = read_hf(folders, vocab_file, do_lower_case)
   variables = checkpoints.named_variables(imported.model)
   with checkpoints.atomic_output_dir(output_dir, "--output_dir") as tmp_dir:
     prefix = os.path.join(tmp_dir, checkpoints.CHECKPOINT_NAME)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -48,6 +49,15 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 def atomic_write_text(path: str, text: str) -> None:
   """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
   atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_sha256(path: str) -> str:
+  """The hex SHA-256 of a file's bytes (what a record says it was made from)."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
 
 
 def process_alive(pid: int) -> bool:
@@ -90,15 +100,21 @@ def remove_stale_temporaries(directory: str) -> List[str]:
   return removed
 
 
-def check_writable(directory: str, what: str) -> None:
-  """Creates `directory` if needed and proves a file can be written there.
+def check_writable(directory: str, what: str, create: bool = True) -> None:
+  """Proves a file can be written in `directory`, which is created when
+  `create`; else (the command's work may still fail) nothing is left behind:
+  the probe goes to the nearest folder that exists, where `directory` can
+  then be made.
 
   Raises ConfigError naming `what` (a flag or hparam) when it cannot, so an
   unwritable or read-only output location fails before any work is done.
   """
-  probe = temporary_path(os.path.join(directory, ".write-probe"))
+  existing = os.path.abspath(directory)
+  while not create and not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  probe = temporary_path(os.path.join(existing, ".write-probe"))
   try:
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(existing, exist_ok=True)
     with open(probe, "wb") as f:
       f.write(b"probe")
     os.remove(probe)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict
+from typing import Dict, Sequence
 
 from electra_tf.errors import DataError
 
@@ -49,6 +49,21 @@ class SpecialIds:
   cls_id: int
   sep_id: int
   mask_id: int
+
+
+def vocab_difference(tokens: Sequence[str], reference: Sequence[str]) -> str:
+  """How vocab `tokens` differs from `reference` (both in id order), as a
+  phrase for an error ("6 entries against 30,522; line 2 holds 'a' against
+  '[UNK]'"); "" when they are the same."""
+  if list(tokens) == list(reference):
+    return ""
+  line = next((i for i, (a, b) in enumerate(zip(tokens, reference)) if a != b),
+              min(len(tokens), len(reference)))
+  sizes = (f"{len(tokens):,} entries against {len(reference):,}; "
+           if len(tokens) != len(reference) else "")
+  if line == min(len(tokens), len(reference)):
+    return f"{sizes}the first {line:,} are the same"
+  return f"{sizes}line {line + 1:,} holds {tokens[line]!r} against {reference[line]!r}"
 
 
 def check_vocab_size(vocab: Dict[str, int], vocab_size: int, vocab_file: str) -> None:

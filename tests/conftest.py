@@ -4,8 +4,14 @@ Tests that need ../shared skip with a clear reason when it is absent, except
 under CI (CI=true), where its absence is a failure.
 """
 
+import contextlib
+import dataclasses
+import importlib
+import io
 import os
 import pathlib
+import sys
+from typing import Sequence
 
 import pytest
 
@@ -88,6 +94,50 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
                             log=lambda _: None)
   (root / "vocab.txt").write_bytes(bert_vocab.read_bytes())
   return root
+
+
+@dataclasses.dataclass
+class CommandResult:
+  """What a command run by `run_command` exited with and printed."""
+  status: int
+  stdout: str
+  stderr: str
+
+  @property
+  def error_line(self) -> str:
+    """The last non-empty line of stderr (the one-line error of a refusal)."""
+    lines = [line for line in self.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_command(module: str, program: str, argv: Sequence[str]) -> CommandResult:
+  """Runs the command `electra_tf.commands.<module>` in this process, as
+  `<program> argv...` would run it (its flags parsed as `cli.run` parses them,
+  main() under the one-line error contract), without a process start; its
+  flags are removed afterwards, so that any command can run next."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from electra_tf import cli  # pylint: disable=g-import-not-at-top
+  command = importlib.import_module(f"electra_tf.commands.{module}")
+  defined = set(flags.FLAGS)
+  command.define_flags()
+  stdout, stderr = io.StringIO(), io.StringIO()
+  saved_argv, sys.argv = sys.argv, [program, *argv]  # what a job records as its command
+  try:
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      try:
+        cli.flags_parser(program)(sys.argv)
+        with cli.one_line_errors(program):
+          status = command.main() or 0
+      except SystemExit as e:
+        status = e.code
+  finally:
+    sys.argv = saved_argv
+    for name in set(flags.FLAGS) - defined:
+      delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    if "tf_keras" in sys.modules:  # free the command's models and traced functions
+      sys.modules["tf_keras"].backend.clear_session()
+  return CommandResult(status, stdout.getvalue(), stderr.getvalue())
 
 
 def pytest_terminal_summary(terminalreporter):

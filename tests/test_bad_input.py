@@ -260,19 +260,6 @@ def test_build_tfrecords_bad_corpus(case, output_exists, bert_vocab, tmp_path):
   _check(result, "build_tfrecords.py", *parts, untouched=[(output_dir, before)])
 
 
-@pytest.mark.slow
-def test_build_vocab_empty_corpus_dir(tmp_path):
-  """6: build_vocab.py on an empty corpus dir keeps the existing vocab."""
-  corpus = tmp_path / "corpus"
-  corpus.mkdir()
-  output = tmp_path / "vocab.txt"
-  output.write_text("[PAD]\n")
-  result = _run(["data_prep/build_vocab.py", f"--corpus_dir={corpus}",
-                 "--vocab_size=100", f"--output_file={output}"])
-  _check(result, "build_vocab.py", f"--corpus_dir {corpus}: contains no files",
-         untouched=[(tmp_path, _snapshot(tmp_path))])
-
-
 # ------------------------------------------------------------- fine-tuning
 def _head(src, dst, n_lines):
   dst.parent.mkdir(parents=True, exist_ok=True)

@@ -2,14 +2,13 @@
 first, usable by the project's tokenizer; the CLI and its errors."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from electra_tf import tokenization
 from electra_tf.errors import DataError
 from electra_tf.pretrain import vocab as vocab_lib
+from tests.conftest import run_command
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +56,33 @@ def test_cli(book_lines, tmp_path):
   corpus = tmp_path / "book.txt"
   corpus.write_text("\n".join(book_lines[:300]) + "\n", encoding="utf-8")
   output = tmp_path / "new" / "folders" / "vocab.txt"  # made by the command
-  done = subprocess.run(
-      [sys.executable, "data_prep/build_vocab.py", f"--corpus_files={corpus}",
-       "--vocab_size=300", f"--output_file={output}"],
-      cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True,
-      timeout=300)
-  assert done.returncode == 0, done.stderr
+  done = run_command("build_vocab", "build_vocab.py",
+                     [f"--corpus_files={corpus}", "--vocab_size=300", f"--output_file={output}"])
+  assert done.status == 0, done.stderr
   vocab = tokenization.load_vocab(output)
   assert 285 <= len(vocab) <= 300 and vocab["[PAD]"] == 0 and vocab["[MASK]"] == 4
   found = "" if len(vocab) == 300 else f" (the learner found {len(vocab)} of the 300 asked for)"
   assert done.stdout.strip() == (f"Wrote {len(vocab)} entries to {output}{found}; the jobs "
                                  "read vocab_size from the file")
+
+
+@pytest.mark.parametrize("files, message", [
+    ([], "--corpus_dir {corpus}: contains no files"),
+    (["empty.txt"], "corpus: no text to learn a vocab from")])
+def test_cli_on_an_empty_corpus_writes_nothing(tmp_path, files, message):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  for name in files:
+    (corpus / name).write_text("\n\n", encoding="utf-8")
+  earlier = tmp_path / "vocab.txt"
+  earlier.write_text("[PAD]\n")
+  for output in (tmp_path / "new" / "vocab.txt", earlier):
+    done = run_command("build_vocab", "build_vocab.py",
+                       [f"--corpus_dir={corpus}", "--vocab_size=100", f"--output_file={output}"])
+    assert done.status == 2
+    assert done.stderr == f"build_vocab.py: error: {message.format(corpus=corpus)}\n"
+    assert sorted(os.listdir(tmp_path)) == ["corpus", "vocab.txt"]
+    assert earlier.read_text() == "[PAD]\n"
 
 
 def test_corpus_errors(tmp_path):

@@ -192,7 +192,8 @@ def test_convert_cli(official_debug_fixture, fixture_hparams, tmp_path):
   for argv, message in [
       ((official,), "--output_dir is required"),
       ((official, f"--output_dir={output}", '--hparams={"hiden_size": 3}'),
-       "Unknown hparam 'hiden_size'"),
+       "Unknown hparam 'hiden_size' (did you mean hidden_size in model_hparam_overrides or "
+       "model_size or generator_hidden_size?)"),
       ((official, f"--output_dir={output}", "stray"), "unexpected argument(s): stray (every option is a --flag)")]:
     run = convert_cli(*argv)
     assert run.returncode == 2 and "Traceback" not in run.stderr

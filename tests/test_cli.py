@@ -54,6 +54,9 @@ def test_main_contract_exit_status_and_one_line_errors():
   bug = _command("--n=4")  # a plain ValueError is a bug: its traceback, exit status 1
   assert bug.returncode == 1 and "Traceback" in bug.stderr
   assert bug.stderr.strip().splitlines()[-1] == "ValueError: a bug, not the user's"
+  for help_flag in ("--help", "-?", "--helpshort", "--helpfull", "--helpxml"):
+    shown = _command(help_flag)  # the help on stdout, exit status 0 (absl's is 1)
+    assert shown.returncode == 0 and "A number." in shown.stdout, (help_flag, shown.stderr)
 
 
 @pytest.mark.parametrize("error", [

@@ -93,6 +93,9 @@ def test_paths_follow_official_layout():
 
 @pytest.mark.parametrize("hparams,needle", [
     ({"no_such_key": 1}, "Unknown hparam 'no_such_key'"),
+    ({"learnin_rate": 1e-3}, "Unknown hparam 'learnin_rate' (did you mean learning_rate?)"),
+    ({"num_layers": 4}, "Unknown hparam 'num_layers' (did you mean num_hidden_layers in "
+                        "model_hparam_overrides or "),
     ({"learning_rate": "fast"}, "hparam learning_rate: expected float"),
     ({"num_train_steps": 1.5}, "hparam num_train_steps: expected int"),
     ({"debug": 1}, "hparam debug: expected bool"),
@@ -298,8 +301,8 @@ def test_another_vocab_than_the_checkpoints_is_refused(tmp_path):
   model_dir = _model_dir_with_run(tmp_path, RUN)
   other = tmp_path / "other.txt"
   other.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nthe\n".upper())
-  with pytest.raises(ConfigError, match=f"vocab_file {other} differs from "
-                     f"{model_dir / 'vocab.txt'}, the vocab the checkpoint"):
+  with pytest.raises(ConfigError, match=f"--vocab_file {other}: not the vocab {model_dir} was "
+                     f"trained with, {model_dir / 'vocab.txt'} \\(line 1 holds"):
     PretrainingConfig.create({"model_dir": str(model_dir), "vocab_file": str(other)})
   same = tmp_path / "same.txt"
   same.write_bytes((model_dir / "vocab.txt").read_bytes())

@@ -59,8 +59,16 @@ def test_flags_win_over_hparams_and_paths(tmp_path):
   assert c.results_txt == os.path.join(c.model_dir, "results", "rte,mrpc_results.txt")
   assert c.vocab_file == os.path.join(str(tmp_path), "vocab.txt")
   assert c.raw_data_dir("rte") == os.path.join(str(tmp_path), "finetuning_data", "rte")
+  # The featurized-data cache: the official place when neither model_dir
+  # nor preprocessed_data_dir is given, else beside the given model_dir.
+  assert c.preprocessed_data_dir == os.path.join(pretrained, "finetuning_tfrecords",
+                                                 "rte,mrpc_tfrecords")
   c = FinetuningConfig.create({}, task_names=["rte"], model_dir="/m", init_checkpoint="/ckpt")
   assert (c.model_dir, c.results_dir, c.init_checkpoint) == ("/m", "/m/results", "/ckpt")
+  assert c.preprocessed_data_dir == "/m/featurized_data"
+  c = FinetuningConfig.create({"preprocessed_data_dir": "/p"}, task_names=["rte"],
+                              model_dir="/m")
+  assert c.preprocessed_data_dir == "/p"
 
 
 def test_num_train_steps_counts_padded_batches():

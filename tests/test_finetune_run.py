@@ -5,10 +5,12 @@ errors."""
 
 import csv
 import gzip
+import hashlib
 import json
 import os
 import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,7 @@ from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import multitask_loss
 from electra_tf.pretrain.config import PretrainingConfig
+from tests.conftest import run_command
 from tests.test_finetune_data import mrqa_lines
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -317,31 +320,114 @@ def test_shuffle_keeps_example_rows_together_and_padding_marks_rows():
   assert len(finetune_job.pad_rows(arrays, 3, 2)["x"]) == 3
 
 
-def test_training_data_cache_is_reused_and_rebuilt_when_data_change(
-    data_dir, tmp_path, capsys):
-  local = tmp_path / "data"
-  (local / "finetuning_data").mkdir(parents=True)
-  os.symlink(data_dir / "vocab.txt", local / "vocab.txt")
-  rte = local / "finetuning_data" / "rte"
-  rte.mkdir()
+def _rte_data_dir(data_dir, root):
+  """A data_dir holding the rte slice and the vocab, to change files in."""
+  rte = root / "finetuning_data" / "rte"
+  rte.mkdir(parents=True)
+  shutil.copy(data_dir / "vocab.txt", root / "vocab.txt")
   for split in ("train", "dev"):
-    (rte / f"{split}.tsv").write_bytes(
-        (data_dir / "finetuning_data" / "rte" / f"{split}.tsv").read_bytes())
+    shutil.copy(data_dir / "finetuning_data" / "rte" / f"{split}.tsv", rte / f"{split}.tsv")
+  return root
+
+
+def _swapped_vocab(vocab, path):
+  """A copy of `vocab` with two entries (lines 1000 and 1001) swapped: as
+  many entries, other ids."""
+  tokens = vocab.read_text(encoding="utf-8").splitlines()
+  tokens[999], tokens[1000] = tokens[1000], tokens[999]
+  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  return path
+
+
+def _cached_record(prefix):
+  """The record inside a cache's .npz, and the copy in the .json beside it."""
+  with np.load(f"{prefix}.npz") as cached:
+    inside = json.loads(str(cached[finetune_job.CACHE_RECORD_KEY]))
+  return inside, json.loads(pathlib.Path(f"{prefix}.json").read_text())
+
+
+def test_training_data_cache_is_reused_only_when_made_from_the_same_inputs(
+    data_dir, tmp_path, capsys):
+  local = _rte_data_dir(data_dir, tmp_path / "data")
   config = tiny_config(local, tmp_path / "model", ["rte"])
+  assert config.preprocessed_data_dir == str(tmp_path / "model" / "featurized_data")
   tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
   first = finetune_job.training_data(config, tasks)
+  prefix = tmp_path / "model" / "featurized_data" / "rte_train"
+  inside, beside = _cached_record(prefix)
+  assert inside == beside == {
+      "task_names": ["rte"],
+      "hparams": {"debug": False, "do_lower_case": True, "max_seq_length": 64},
+      "vocab_sha256": hashlib.sha256((local / "vocab.txt").read_bytes()).hexdigest(),
+      "files": {f"rte/{name}.tsv": hashlib.sha256(
+          (local / "finetuning_data" / "rte" / f"{name}.tsv").read_bytes()).hexdigest()
+                for name in ("dev", "train")}}
   second = finetune_job.training_data(config, tasks)
-  assert "Using the featurized training data" in capsys.readouterr().out
-  assert sorted(os.listdir(config.preprocessed_data_dir)) == [
-      "rte_train.json", "rte_train.npz"]
+  assert capsys.readouterr().out == f"Using the featurized training data in {prefix}.npz\n"
   for key in first.arrays:
     np.testing.assert_array_equal(first.arrays[key], second.arrays[key])
   np.testing.assert_array_equal(first.groups, np.arange(24))
-  lines = (rte / "train.tsv").read_text().splitlines()
-  (rte / "train.tsv").write_text("\n".join(lines[:11]) + "\n")
-  third = finetune_job.training_data(config, tasks)
-  assert "rebuilding it" in capsys.readouterr().out
-  assert len(third) == 10
+
+  def rebuilt(*changes, **hparams):
+    changed = tiny_config(local, tmp_path / "model", ["rte"], **hparams)
+    data = finetune_job.training_data(
+        changed, task_builder.get_tasks(changed, finetune_job.load_tokenizer(changed)))
+    assert capsys.readouterr().out == (
+        f"Rebuilding the featurized training data {prefix}.npz: made from other inputs "
+        f"({'; '.join(changes)})\n")
+    assert sorted(os.listdir(prefix.parent)) == ["rte_train.json", "rte_train.npz"]
+    return data
+
+  assert rebuilt("max_seq_length 64 -> 32", max_seq_length=32).arrays["input_ids"].shape == (
+      24, 32)
+  vocab = _swapped_vocab(local / "vocab.txt", tmp_path / "swapped.txt")
+  new_sha = hashlib.sha256(vocab.read_bytes()).hexdigest()
+  assert _cached_record(prefix)[0]["vocab_sha256"] != new_sha
+  rebuilt("max_seq_length 32 -> 64", f"another vocab (sha256 "
+          f"{_cached_record(prefix)[0]['vocab_sha256'][:12]} -> {new_sha[:12]})",
+          vocab_file=str(vocab))
+  assert _cached_record(prefix)[0]["vocab_sha256"] == new_sha
+  train = local / "finetuning_data" / "rte" / "train.tsv"
+  train.write_text("\n".join(train.read_text().splitlines()[:11]) + "\n")
+  assert len(rebuilt("rte/train.tsv changed", vocab_file=str(vocab))) == 10
+
+  # A cache of an older version (no record inside): rebuilt, not trusted.
+  np.savez(f"{prefix}.npz", __groups=np.arange(3))
+  finetune_job.training_data(config, tasks)
+  assert capsys.readouterr().out == (
+      f"Rebuilding the featurized training data {prefix}.npz: it does not record what "
+      "it was made from (an older electra-tf wrote it)\n")
+
+
+@pytest.mark.slow
+def test_command_caches_beside_its_model_dir_and_rebuilds_for_other_inputs(
+    data_dir, tmp_path):
+  """run_finetuning.py as users start it: with --model_dir the cache goes
+  there (the data folder stays as it was); a second run that shares the
+  cache with another vocab and length says what changed and rebuilds it."""
+  local = _rte_data_dir(data_dir, tmp_path / "data")
+  before = sorted(local.rglob("*"))
+  hparams = dict(TINY, do_eval=False, num_train_epochs=0.5)
+  first = run_command("finetune", "run_finetuning.py", [
+      f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'a'}",
+      "--init_checkpoint=none", f"--hparams={json.dumps(hparams)}"])
+  assert first.status == 0, first.stderr
+  cache = tmp_path / "a" / "featurized_data" / "rte_train.npz"
+  assert "Using the featurized training data" not in first.stdout and cache.is_file()
+  assert sorted(local.rglob("*")) == before
+  vocab = _swapped_vocab(local / "vocab.txt", tmp_path / "swapped.txt")
+  hparams.update(max_seq_length=32, preprocessed_data_dir=str(cache.parent))
+  second = run_command("finetune", "run_finetuning.py", [
+      f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'b'}",
+      "--init_checkpoint=none", f"--vocab_file={vocab}", f"--hparams={json.dumps(hparams)}"])
+  assert second.status == 0, second.stderr
+  sha = [hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in (local / "vocab.txt",
+                                                                        vocab)]
+  assert (f"Rebuilding the featurized training data {cache}: made from other inputs "
+          f"(max_seq_length 64 -> 32; another vocab (sha256 {sha[0]} -> {sha[1]}))\n"
+          ) in second.stdout
+  assert _cached_record(cache.with_suffix(""))[0]["hparams"]["max_seq_length"] == 32
+  assert not (tmp_path / "b" / "featurized_data").exists()
 
 
 def test_layerwise_learning_rates_of_the_finetuning_model(data_dir, tmp_path):

@@ -23,7 +23,7 @@ from electra_tf.errors import DataError
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import make_pretraining_data_dir, run_command
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "data" / "hf_official_debug"
@@ -322,6 +322,52 @@ def saved_import(tmp_path_factory):
   out = tmp_path_factory.mktemp("saved") / "imported"
   assert conversion.hf_to_project(SAVED_PAIR, str(out)) == str(out / "model.ckpt")
   return out
+
+
+def test_a_vocab_other_than_the_models_own_is_refused_before_anything_is_written(
+    saved_import, tmp_path):
+  """export and convert --to_hf meet the checkpoint's vocab (the vocab.txt
+  beside it, here the one the import wrote), convert --from_hf the folders'
+  own tokenizer: another vocab or casing is one line, exit 2, nothing
+  written; a copy of the same vocab elsewhere is that vocab."""
+  checkpoint = saved_import
+  recorded = checkpoint / "vocab.txt"
+  tokens = recorded.read_text(encoding="utf-8").splitlines()
+  swapped = tmp_path / "swapped.txt"
+  swapped.write_text("\n".join(tokens[:10] + [tokens[11], tokens[10]] + tokens[12:]) + "\n",
+                     encoding="utf-8")
+  shorter = tmp_path / "shorter.txt"
+  shorter.write_text("\n".join(tokens[:-1]) + "\n", encoding="utf-8")
+  swap = f"line 11 holds {tokens[11]!r} against {tokens[10]!r}"
+  n = len(tokens)
+  cut = f"{n - 1} entries against {n}; the first {n - 1} are the same"
+  def beside(vocab, difference):
+    return (f"--vocab_file {vocab}: not the vocab {checkpoint} was trained with, {recorded} "
+            f"({difference}); leave --vocab_file out to use that one")
+  tokenizer = pathlib.Path(SAVED_PAIR[0]) / "tokenizer.json"
+  from_hf = [f"--from_hf={','.join(SAVED_PAIR)}", f"--output_dir={tmp_path / 'imported'}"]
+  for module, program, argv, message in [
+      ("export", "electra_tf.export", [f"--checkpoint={checkpoint}", f"--vocab_file={swapped}",
+                                       f"--export_dir={tmp_path / 'export'}"],
+       beside(swapped, swap)),
+      ("export", "electra_tf.export", [f"--checkpoint={checkpoint}", f"--vocab_file={shorter}",
+                                       f"--export_dir={tmp_path / 'export'}",
+                                       "--signatures=ids"], beside(shorter, cut)),
+      ("convert", "electra_tf.convert", [f"--to_hf={tmp_path / 'hf'}", f"--vocab_file={swapped}",
+                                         f"--checkpoint={checkpoint}"],
+       beside(swapped, swap)),
+      ("convert", "electra_tf.convert", from_hf + [f"--vocab_file={swapped}"],
+       f"--vocab_file {swapped}: not the vocab of the model, {tokenizer} ({swap}); leave "
+       "--vocab_file out: --from_hf takes the folder's own"),
+      ("convert", "electra_tf.convert", from_hf + ["--nodo_lower_case"],
+       f"--nodo_lower_case: the model's tokenizer ({tokenizer}) lower-cases; leave the flag "
+       "out: --from_hf takes the folder's own casing")]:
+    result = run_command(module, program, argv)
+    assert (result.status, result.stderr) == (2, f"{program}: error: {message}\n"), argv
+  assert sorted(os.listdir(tmp_path)) == ["shorter.txt", "swapped.txt"]
+  copy = tmp_path / "copy.txt"
+  shutil.copy(recorded, copy)
+  checkpoints.check_vocab(str(copy), str(checkpoint), "--vocab_file")
 
 
 def test_transformers_saved_pair_has_what_the_import_must_supply():

@@ -22,6 +22,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import spans, task_builder
 from electra_tf.finetune.config import FinetuningConfig
+from tests.conftest import run_command
 
 seqeval_metrics = pytest.importorskip("seqeval.metrics")
 from seqeval import scheme as seqeval_scheme  # noqa: E402
@@ -218,7 +219,10 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(tmp_path):
   with pytest.raises(ValueError, match=rf"^{train}:4: tag 'E-LOC' is not an IOB2 tag "
                                        r"\(prefixes B, I\) \(hparam tagging_scheme IOB2\)$"):
     ner_task(data_dir).label_list
-  assert ner_task(data_dir, tagging_scheme="BIOES").label_list  # E- is BIOES
+  with pytest.raises(ValueError, match=rf"^{train}: 116 of 116 entities are ill-formed in "
+                                       r"hparam tagging_scheme BIOES \(the first on line 4\) "
+                                       r"but 4 in IOB2; set hparam tagging_scheme to IOB2$"):
+    ner_task(data_dir, tagging_scheme="BIOES").label_list  # E- is BIOES, the rest is not
   lines[3] = "Paris NNP I-NP B-LOC"
   train.write_text("\n".join(lines) + "\n")
   dev = data_dir / "finetuning_data" / "ner" / "dev.txt"
@@ -227,6 +231,72 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(tmp_path):
   with pytest.raises(ValueError, match=rf"^{dev}:{line}: entity type 'PLANET' does not "
                                        rf"occur in {train} \(types: LOC, MISC, ORG, PER\)$"):
     ner_task(data_dir).get_examples("dev")
+
+
+def seqeval_ill_formed(sentences, scheme):
+  """(entities, how many of them seqeval's strict mode drops) of sentences
+  of tags: seqeval's default-mode entities against its strict-mode ones."""
+  strict = seqeval_scheme.Entities(sentences, SEQEVAL_SCHEMES[scheme]).entities
+  n_entities = n_dropped = 0
+  for tags, kept in zip(sentences, strict):
+    kept = {(e.start, e.end - 1, e.tag) for e in kept}
+    found = [(start, end, kind) for kind, start, end in
+             seqeval_metrics.sequence_labeling.get_entities(list(tags))]
+    n_entities += len(found)
+    n_dropped += sum(span not in kept for span in found)
+  return n_entities, n_dropped
+
+
+def test_files_in_another_tagging_scheme_are_refused_naming_the_one_they_fit(
+    finetuning_data_dir, tmp_path):
+  """The CoNLL-2000 test set (IOB2, well-formed: it passes as IOB2) and its
+  IOB1 and BIOES rewritings, and ner's own test sentences with ill-formed
+  IOB2 entities: ill-formed counts are seqeval's; a file is refused when
+  another scheme reads at most a tenth as many entities ill-formed.  Through
+  run_finetuning.py: IOB1 files under the default IOB2 are one line naming
+  the file and IOB1, nothing written."""
+  from electra_tf.finetune import readers  # pylint: disable=g-import-not-at-top
+  chunk = [list(s.tags) for s in readers.read_conll_sentences(
+      str(finetuning_data_dir / "chunk" / "dev.txt"))]
+  assert spans.better_scheme(chunk, "IOB2") is None  # all 23,852 chunks well-formed IOB2
+  assert spans.scheme_fit(chunk, "IOB2") == spans.SchemeFit("IOB2", 23852, 0, None)
+  # The first 400 sentences (seqeval takes seconds over the whole file).
+  written = {scheme: [spans.convert(tags, scheme) for tags in chunk[:400]]
+             for scheme in spans.SCHEMES}
+  ner_dev = [tags for _, tags in ner_sentences(0)[1]]
+  for sentences, schemes in [(written["IOB1"], spans.SCHEMES), (written["IOB2"], spans.SCHEMES),
+                             (written["BIOES"], ["BIOES"]),  # E-, S-: not IOB tags
+                             (ner_dev, spans.SCHEMES)]:
+    for scheme in schemes:
+      fit = spans.scheme_fit(sentences, scheme)
+      assert (fit.n_entities, fit.n_ill_formed) == seqeval_ill_formed(sentences, scheme)
+  fit = spans.scheme_fit(written["BIOES"], "IOB2")  # a tag IOB2 does not use: all ill-formed
+  assert fit.n_ill_formed == fit.n_entities > 4000
+  for sentences, declared, fits in [
+      (written["IOB1"], "IOB1", None), (written["BIOES"], "BIOES", None),
+      (ner_dev, "IOB2", None),  # a few ill-formed entities in IOB2, many more in IOB1
+      (written["IOB2"], "IOB1", "IOB2"), (written["IOB2"], "BIOES", "IOB2"),
+      (written["IOB1"], "IOB2", "IOB1"), (written["BIOES"], "IOB2", "BIOES")]:
+    found = spans.better_scheme(sentences, declared)
+    assert (found and found[1].scheme) == fits, (declared, fits)
+
+  data_dir = make_ner_dir(tmp_path / "data", "IOB1")
+  before = sorted((tmp_path / "data").rglob("*"))
+  train = data_dir / "finetuning_data" / "ner" / "train.txt"
+  n_entities, n_ill_formed = seqeval_ill_formed(
+      [spans.convert(tags, "IOB1") for _, tags in ner_sentences(0)[0]], "IOB2")
+  first = next(number for number, line in enumerate(train.read_text().splitlines(), 1)
+               if line.split()[-1:] not in ([], ["O"]))  # IOB1: entities begin with I-
+  hparams = json.dumps(dict(TINY, vocab_size=len(cased_vocab())))
+  result = run_command("finetune", "run_finetuning.py", [
+      f"--data_dir={data_dir}", "--task_names=ner", f"--model_dir={tmp_path / 'model'}",
+      "--init_checkpoint=none", f"--hparams={hparams}"])
+  assert (result.status, result.stderr) == (2, (
+      f"run_finetuning.py: error: {train}: {n_ill_formed} of {n_entities} entities are "
+      f"ill-formed in hparam tagging_scheme IOB2 (the first on line {first}) but none in IOB1; "
+      "set hparam tagging_scheme to IOB1\n"))
+  assert sorted((tmp_path / "data").rglob("*")) == before
+  assert not (tmp_path / "model").exists()
 
 
 def test_casing_of_vocab_and_tokenizer_must_agree(tmp_path, bert_vocab):

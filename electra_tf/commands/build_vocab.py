@@ -34,8 +34,10 @@ def define_flags() -> None:
 
 
 def main() -> int:
-  # Before the corpus is read: a folder that cannot be written fails at once.
-  fileio.check_writable(os.path.dirname(FLAGS.output_file) or ".", "--output_file")
+  # Before the corpus is read: a folder that cannot be written fails at once
+  # (made once the vocab is learned, so a failure leaves none behind).
+  output_dir = os.path.dirname(FLAGS.output_file) or "."
+  fileio.check_writable(output_dir, "--output_file", create=False)
   if FLAGS.corpus_dir:
     texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
                                         FLAGS.skip_invalid_utf8)
@@ -44,6 +46,7 @@ def main() -> int:
                                         FLAGS.skip_invalid_utf8)
   vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
                                 FLAGS.strip_accents)
+  os.makedirs(output_dir, exist_ok=True)
   fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
   found = ("" if len(vocab) == FLAGS.vocab_size else
            f" (the learner found {len(vocab):,} of the {FLAGS.vocab_size:,} asked for)")

@@ -21,7 +21,10 @@ r"""Converts checkpoints between Google's official TF1 layout and the project's.
     vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
     card states what the checkpoint was trained with when the pre-training
     job's record (training_runs.json) is beside it, and only what the
-    checkpoint shows otherwise.
+    checkpoint shows otherwise.  VOCAB (default: the vocab.txt beside the
+    checkpoint) must be the one the checkpoint was trained with: another
+    than the one beside it, or one with another entry count than its
+    embedding table's rows, is refused.
 
   python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
     reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
@@ -31,7 +34,9 @@ r"""Converts checkpoints between Google's official TF1 layout and the project's.
     DIR/vocab.txt: with both folders a project checkpoint
     of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
     --hparams=DIR/hparams.json), with one folder the discriminator encoder in
-    the official layout (run_finetuning.py --init_checkpoint=DIR).
+    the official layout (run_finetuning.py --init_checkpoint=DIR).  The vocab
+    and casing are the folders' own: a --vocab_file or --do_lower_case
+    that contradicts them is refused.
 
 --hparams (a JSON object or .json file, official names) describes the model,
 as for pre-training.  Both directions are strict: a variable that is
@@ -47,6 +52,7 @@ import sys
 
 from absl import flags
 
+from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import conversion
@@ -67,9 +73,9 @@ def define_flags() -> None:
   flags.DEFINE_list("from_hf", None, "transformers ELECTRA folder(s): DISC_DIR or "
                     "DISC_DIR,GEN_DIR (safetensors) to convert to --output_dir.")
   cli.define_shared_flag("vocab_file", unset="the vocab.txt beside the checkpoint; read by "
-                         "--to_hf")
+                         "--to_hf; with --from_hf it must be the folder's own")
   cli.define_shared_flag("do_lower_case", unset="what the checkpoint records, else true; "
-                         "read by --to_hf")
+                         "read by --to_hf; with --from_hf it must be the folder's own")
   flags.DEFINE_boolean("encoder_only", False, "--to_hf: export the discriminator encoder "
                        "alone as ElectraModel (fine-tuned checkpoints).")
 
@@ -87,6 +93,7 @@ def main() -> int:
     if not os.path.isfile(vocab_file):
       raise ConfigError("--to_hf needs --vocab_file: no vocab.txt lies beside the checkpoint "
                         f"{FLAGS.checkpoint}")
+    checkpoints.check_vocab(vocab_file, FLAGS.checkpoint, "--vocab_file")
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     for folder in conversion.project_to_hf(FLAGS.checkpoint, config, vocab_file,
                                         config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only,
@@ -96,7 +103,9 @@ def main() -> int:
   if FLAGS.from_hf:
     if not FLAGS.output_dir:
       raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-    print(f"wrote {conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir)}")
+    written = conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir, FLAGS.vocab_file,
+                                       FLAGS.do_lower_case)
+    print(f"wrote {written}")
     return 0
   if not FLAGS.output_dir:
     raise ConfigError("--output_dir is required")

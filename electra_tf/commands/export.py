@@ -8,7 +8,9 @@ r"""Exports the discriminator as a TensorFlow SavedModel.
 PATH is a project checkpoint (prefix or directory, e.g. a pre-training
 model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
 as for pre-training; VOCAB is the model's WordPiece vocab, with the
-lower-casing and accent stripping the model was trained with.  The
+lower-casing and accent stripping the model was trained with (another vocab
+than the vocab.txt beside the checkpoint, or one with another entry count
+than its embedding table's rows, is refused before anything is written).  The
 SavedModel's `serving_default` signature takes int32 `input_ids`,
 `input_mask`, `segment_ids` of shape [batch, seq] (any batch, any seq up to
 max_position_embeddings) and returns float32:
@@ -67,6 +69,8 @@ def main() -> int:
                       "model_dir": config_lib.record_directory(FLAGS.checkpoint)},
       checkpoint=FLAGS.checkpoint)
   vocab_file = config.vocab_file if os.path.isfile(config.vocab_file) else None
+  if vocab_file:
+    checkpoints.check_vocab(vocab_file, FLAGS.checkpoint, "--vocab_file")
   tokenizer = None
   if cli.export_text_signature(FLAGS.signatures):
     if not vocab_file:

@@ -19,8 +19,6 @@ MODEL_DIR/test_predictions/) and a table of them is printed at the end;
 rerunning the same command resumes.  The job: electra_tf/finetune/job.py.
 """
 
-import logging
-
 from absl import flags
 
 from electra_tf import cli
@@ -66,8 +64,6 @@ def main() -> int:
   # defaults, import it once the task names are known to be registered).
   from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import job  # pylint: disable=g-import-not-at-top
-  # TensorFlow's own INFO lines (saver, SavedModel builder) are noise here.
-  logging.getLogger("tensorflow").setLevel(logging.WARNING)
   try:
     job.run(config, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu,
             export_dir=FLAGS.export_dir, export_text=export_text)

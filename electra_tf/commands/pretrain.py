@@ -46,8 +46,6 @@ def define_flags() -> None:
 
 
 def main() -> int:
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  logging.set_verbosity(logging.WARNING)
   # A model_dir that holds a run continues it (its records, vocab, schedule).
   use_demo = not (FLAGS.data_dir or FLAGS.pretrain_tfrecords or (
       FLAGS.model_dir and config_lib.training_runs(FLAGS.model_dir)))

@@ -378,6 +378,7 @@ class _ParaphraseTask(ClassificationTask):
 class MRPC(_ParaphraseTask):
   """Microsoft Research Paraphrase Corpus."""
   help = "GLUE MRPC: paraphrase pairs (accuracy, f1)"
+  feature_hparams = Task.feature_hparams + ("double_unordered",)
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "mrpc", tokenizer, ["0", "1"])
@@ -454,6 +455,7 @@ class STS(RegressionTask):
   """Semantic Textual Similarity Benchmark; Pearson and Spearman."""
   help = "GLUE STS-B: similarity score 0-5 (pearson, spearman)"
   single_task_defaults = {"num_train_epochs": 10.0}
+  feature_hparams = Task.feature_hparams + ("double_unordered",)
 
   def __init__(self, config, tokenizer):
     super().__init__(config, "sts", tokenizer, 0.0, 5.0)

@@ -8,7 +8,9 @@ defaults; `debug` overrides; the user's values again, so they win.  The
 single-task and size defaults: docs/finetuning.md.  Data and the
 pre-trained model follow the official layout under `data_dir`; unlike the
 official code, results go to `model_dir/results/` and test predictions to
-`model_dir/test_predictions/`.
+`model_dir/test_predictions/`, and when model_dir is given (and
+preprocessed_data_dir is not) the featurized-data cache goes there too,
+`model_dir/featurized_data/`, not into data_dir.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ _DERIVED_NAMES = ("raw_data_dir", "qa_eval_file", "qa_preds_file",
 
 
 NO_CHECKPOINT = "none"  # init_checkpoint that asks for random initialisation
+# preprocessed_data_dir under a given model_dir (the official default is
+# under data_dir: see FinetuningConfig._derive)
+FEATURE_CACHE_DIR = "featurized_data"
 
 
 @dataclasses.dataclass
@@ -214,6 +219,12 @@ class FinetuningConfig(JobConfig):
       self.vocab_file = beside or os.path.join(self.pretrained_model_dir, "vocab.txt")
       if not os.path.exists(self.vocab_file):
         self.vocab_file = os.path.join(self.data_dir, "vocab.txt")
+    if not self.preprocessed_data_dir and self.model_dir:  # with the job's outputs
+      self.preprocessed_data_dir = os.path.join(self.model_dir, FEATURE_CACHE_DIR)
+    elif not self.preprocessed_data_dir:  # official: under data_dir
+      self.preprocessed_data_dir = os.path.join(
+          self.pretrained_model_dir, "finetuning_tfrecords",
+          tasks + "_tfrecords" + ("-debug" if self.debug else ""))
     if not self.model_dir:
       self.model_dir = os.path.join(self.pretrained_model_dir,
                                     "finetuning_models", tasks + "_model")
@@ -221,10 +232,6 @@ class FinetuningConfig(JobConfig):
       self.results_txt = os.path.join(self.results_dir, tasks + "_results.txt")
     if not self.results_pkl:
       self.results_pkl = os.path.join(self.results_dir, tasks + "_results.pkl")
-    if not self.preprocessed_data_dir:
-      self.preprocessed_data_dir = os.path.join(
-          self.pretrained_model_dir, "finetuning_tfrecords",
-          tasks + "_tfrecords" + ("-debug" if self.debug else ""))
 
   # ------------------------------------------------------------ validation
   def validate(self) -> None:

@@ -36,6 +36,7 @@ import io
 import json
 import os
 import shutil
+import zipfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -73,10 +74,9 @@ RUN_KEYS = ("task_names", "model_size", "model_hparam_overrides",
             "doc_stride", "answerable_classifier",
             "answerable_uses_start_logits", "answerable_weight",
             "joint_prediction", "seed", "init_checkpoint")
-# Hparams the featurized training data depend on (the cache's key).
-FEATURE_KEYS = ("task_names", "max_seq_length", "double_unordered",
-                "max_query_length", "doc_stride", "do_lower_case", "debug",
-                "vocab_file")
+# The key of the featurized-data cache's .npz under which it records what it
+# was made from (`feature_record`).
+CACHE_RECORD_KEY = "__record"
 
 
 _log = train_loop.log
@@ -170,42 +170,101 @@ def pad_rows(arrays: Dict[str, np.ndarray], multiple: int,
   return padded
 
 
-def _data_fingerprint(config: FinetuningConfig) -> Dict[str, Any]:
-  """What the featurized training data depend on: settings and file stats."""
-  files = [config.vocab_file]
+def feature_record(config: FinetuningConfig, tasks: Sequence[Task]) -> Dict[str, Any]:
+  """What the featurized training data are made from: the task names (their
+  order gives the task ids), the hparams the tasks' features depend on
+  (`Task.feature_hparams`), and the SHA-256 of the vocab and of every file
+  in the tasks' data folders (chunk takes its labels from all its splits)."""
+  hparams = sorted({name for task in tasks for name in task.feature_hparams})
+  files = {}
   for name in config.task_names:
     directory = config.raw_data_dir(name)
     if os.path.isdir(directory):  # else featurizing names the missing file
-      files += [os.path.join(directory, f) for f in sorted(os.listdir(directory))]
-  return {"settings": {key: getattr(config, key) for key in FEATURE_KEYS},
-          "files": {path: [os.stat(path).st_size, os.stat(path).st_mtime_ns]
-                    for path in files if os.path.isfile(path)}}
+      for file_name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, file_name)
+        if os.path.isfile(path):
+          files[f"{name}/{file_name}"] = fileio.file_sha256(path)
+  return {"task_names": list(config.task_names),
+          "hparams": {name: getattr(config, name) for name in hparams},
+          "vocab_sha256": fileio.file_sha256(config.vocab_file), "files": files}
+
+
+def record_changes(cached: Dict[str, Any], current: Dict[str, Any]) -> List[str]:
+  """What differs between a cache's record and the current one, a phrase per
+  difference ("max_seq_length 128 -> 64", "rte/train.tsv changed")."""
+  changes = []
+  if cached.get("task_names") != current["task_names"]:
+    changes.append(f"task_names {cached.get('task_names')} -> {current['task_names']}")
+  old_hparams = cached.get("hparams", {})
+  for name in sorted(set(old_hparams) | set(current["hparams"])):
+    before, now = old_hparams.get(name), current["hparams"].get(name)
+    if before != now:
+      changes.append(f"{name} {json.dumps(before)} -> {json.dumps(now)}")
+  if cached.get("vocab_sha256") != current["vocab_sha256"]:
+    changes.append("another vocab (sha256 "
+                   f"{str(cached.get('vocab_sha256'))[:12]} -> {current['vocab_sha256'][:12]})")
+  old_files = cached.get("files", {})
+  for name in sorted(set(old_files) | set(current["files"])):
+    if name not in current["files"]:
+      changes.append(f"{name} gone")
+    elif name not in old_files:
+      changes.append(f"{name} new")
+    elif old_files[name] != current["files"][name]:
+      changes.append(f"{name} changed")
+  return changes
+
+
+def _cached_training_data(path: str, record: Dict[str, Any]) -> Optional[TrainingData]:
+  """The training data cached in `path` if it records `record`, else None;
+  says which, and why it is not used, in one line."""
+  if not os.path.isfile(path):
+    return None
+  try:
+    with np.load(path) as cached:
+      arrays = {key: cached[key] for key in cached.files}
+  except (OSError, ValueError, zipfile.BadZipFile) as e:
+    _log(f"Rebuilding the featurized training data {path}: unreadable ({e})")
+    return None
+  if CACHE_RECORD_KEY not in arrays:
+    _log(f"Rebuilding the featurized training data {path}: it does not record what it was "
+         "made from (an older electra-tf wrote it)")
+    return None
+  changes = record_changes(json.loads(str(arrays.pop(CACHE_RECORD_KEY))), record)
+  if changes:
+    _log(f"Rebuilding the featurized training data {path}: made from other inputs "
+         f"({'; '.join(changes)})")
+    return None
+  _log(f"Using the featurized training data in {path}")
+  return TrainingData(arrays, arrays.pop("__groups"))
 
 
 def training_data(config: FinetuningConfig, tasks: Sequence[Task]
                   ) -> TrainingData:
-  """Featurized training data, from/to the cache when use_tfrecords_if_existing."""
+  """Featurized training data, from/to the cache when use_tfrecords_if_existing.
+
+  The cache, preprocessed_data_dir/<task names, sorted>_train.npz, holds its
+  `feature_record` (under CACHE_RECORD_KEY; a copy in the .json beside it
+  for people): a cache made from other inputs is rebuilt, never reused.
+  It is replaced by a rename, so a job reading it meanwhile reads the old
+  file whole, and checks the record it holds.
+  """
   if not config.use_tfrecords_if_existing:
     return featurize_training_data(tasks)
   prefix = os.path.join(config.preprocessed_data_dir,
                         "_".join(sorted(config.task_names)) + "_train")
-  fingerprint = json.loads(json.dumps(_data_fingerprint(config)))
-  if os.path.isfile(prefix + ".json") and os.path.isfile(prefix + ".npz"):
-    with open(prefix + ".json", encoding="utf-8") as f:
-      if json.load(f) == fingerprint:
-        _log(f"Using the featurized training data in {prefix}.npz")
-        with np.load(prefix + ".npz") as cached:
-          arrays = {key: cached[key] for key in cached.files}
-        return TrainingData(arrays, arrays.pop("__groups"))
-    _log(f"{prefix}.npz was made from other data or settings; rebuilding it")
+  for path in fileio.remove_stale_temporaries(config.preprocessed_data_dir):
+    _log(f"Removed {path}, left by an interrupted earlier run")
+  record = feature_record(config, tasks)
+  data = _cached_training_data(prefix + ".npz", record)
+  if data is not None:
+    return data
   data = featurize_training_data(tasks)
   os.makedirs(config.preprocessed_data_dir, exist_ok=True)
   buffer = io.BytesIO()
-  np.savez(buffer, __groups=data.groups, **data.arrays)
-  if os.path.exists(prefix + ".json"):  # never pair a new .npz with an old record
-    os.remove(prefix + ".json")
+  np.savez(buffer, **{CACHE_RECORD_KEY: np.array(json.dumps(record)),
+                      "__groups": data.groups}, **data.arrays)
   fileio.atomic_write_bytes(prefix + ".npz", buffer.getvalue())
-  fileio.atomic_write_text(prefix + ".json", json.dumps(fingerprint) + "\n")
+  fileio.atomic_write_text(prefix + ".json", json.dumps(record, indent=1) + "\n")
   return data
 
 
@@ -466,6 +525,9 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
   # The process's first TensorFlow op (`distribution` module docstring):
   # the checks above use none, those below may.
   strategy = distribution.create_job_strategy(config, strategy_name, tpu)
+  if init_checkpoint:  # another architecture is refused before anything is written
+    checkpoints.check_restorable(build_discriminator_encoder(
+        config.encoder_config(), config.effective_embedding_size), init_checkpoint)
   # Read every split first: a malformed file stops the job here.
   eval_data: Dict[str, Dict[str, SplitData]] = {}
   test_data: Dict[str, Dict[str, SplitData]] = {}
@@ -485,10 +547,6 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
           f"hparams num_train_epochs {config.num_train_epochs} and "
           f"train_batch_size {config.train_batch_size} give 0 training steps "
           f"for {len(data)} training features")
-
-  if init_checkpoint:  # another architecture is refused before model_dir exists
-    checkpoints.check_restorable(build_discriminator_encoder(
-        config.encoder_config(), config.effective_embedding_size), init_checkpoint)
 
   with train_loop.holding_model_dir(config.model_dir):
     results = outputs.load_results(config) if (

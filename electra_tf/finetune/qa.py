@@ -32,6 +32,7 @@ from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
+from electra_tf.train_loop import log
 
 _MASK_PENALTY = 1000.0  # official: logits outside the window (but [CLS]) get -1000
 _MRQA_DEBUG_LINES = 11  # official debug mode: lines 0-10, header included
@@ -176,6 +177,7 @@ class QATask(Task):
   """
   single_task_defaults = {"max_seq_length": 512, "num_train_epochs": 2.0,
                           "write_test_outputs": False}
+  feature_hparams = Task.feature_hparams + ("max_query_length", "doc_stride")
 
   @classmethod
   def check_config(cls, config: FinetuningConfig) -> None:
@@ -212,8 +214,7 @@ class QATask(Task):
     if split not in self._examples:
       examples: List[QAExample] = []
       failures = self._read_examples(split, examples)
-      logging.info("%s %s: %d examples, %d failures", self.name, split,
-                   len(examples), failures)
+      log(f"{self.name} {split}: {len(examples)} examples, {failures} failures")
       self._examples[split] = examples
     return self._examples[split]
 

@@ -24,7 +24,7 @@ the serving graphs (finetune/tagging_export.py).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from electra_tf.errors import ConfigError, DataError
 from electra_tf.finetune import metrics
@@ -210,6 +210,60 @@ def strict_entity_spans(tags: Sequence[str], scheme: str) -> List[Span]:
     else:
       i += 1
   return spans
+
+
+# ---------------------------------------------------------- scheme of a file
+# A file is in another scheme than the declared one when that scheme reads at
+# most 1/SCHEME_FIT_RATIO as many of its entities ill-formed (docs/
+# finetuning.md, "Tagging schemes").
+SCHEME_FIT_RATIO = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemeFit:
+  """How sentences of tags read in `scheme`: their entities (spans as
+  `entity_spans` reads them), how many of those the scheme does not write so
+  (strict mode drops them), and where the first of those starts, (sentence,
+  word), or None."""
+  scheme: str
+  n_entities: int
+  n_ill_formed: int
+  first_ill_formed: Optional[Tuple[int, int]]
+
+
+def scheme_fit(sentences: Sequence[Sequence[str]], scheme: str) -> SchemeFit:
+  """`SchemeFit` of `sentences` in `scheme`; every entity of a sentence
+  with a prefix the scheme does not use counts as ill-formed."""
+  scheme = canonical_scheme(scheme)
+  n_entities = n_ill_formed = 0
+  first = None
+  for index, tags in enumerate(sentences):
+    try:
+      strict = set(strict_entity_spans(tags, scheme))
+    except DataError:
+      strict = set()
+    for span in entity_spans(tags):
+      n_entities += 1
+      if span not in strict:
+        n_ill_formed += 1
+        first = first or (index, span[0])
+  return SchemeFit(scheme, n_entities, n_ill_formed, first)
+
+
+def better_scheme(sentences: Sequence[Sequence[str]], declared: str
+                  ) -> Optional[Tuple[SchemeFit, SchemeFit]]:
+  """(the declared scheme's fit, another's) when the sentences are in that
+  other scheme: the declared one reads some entities ill-formed and the
+  other at most 1/SCHEME_FIT_RATIO as many (the fewest of the schemes);
+  None otherwise, so well-formed tags in `declared` always pass."""
+  fit = scheme_fit(sentences, declared)
+  if not fit.n_ill_formed:
+    return None
+  best = min((scheme_fit(sentences, scheme) for scheme in SCHEMES if scheme != fit.scheme),
+             key=lambda other: other.n_ill_formed)
+  if best.n_ill_formed * SCHEME_FIT_RATIO <= fit.n_ill_formed:
+    return fit, best
+  return None
 
 
 # ------------------------------------------------------------------ encoding

@@ -281,12 +281,15 @@ class NER(TaggingTask):
     self._sentences: Dict[str, List[readers.ConllSentence]] = {}
 
   def sentences(self, split: str) -> List[readers.ConllSentence]:
-    """As TaggingTask.sentences, each tag checked against file_scheme and
-    (but on train) the training file's types; DataError with file:line."""
+    """As TaggingTask.sentences, the file checked against file_scheme (a
+    file in another scheme, `spans.better_scheme`, is a DataError that
+    names it) and each tag against file_scheme and (but on train) the
+    training file's types (DataError with file:line)."""
     if split not in self._sentences:
+      types = None if split == "train" else self.entity_types()  # train checked first
       path = self.data_path(split)
       sentences = super().sentences(split)
-      types = None if split == "train" else self.entity_types()
+      self._check_scheme(path, sentences)
       for sentence in sentences:
         for tag, line_number in zip(sentence.tags, sentence.line_numbers):
           try:
@@ -300,6 +303,18 @@ class NER(TaggingTask):
                 f"occur in {self.data_path('train')} (types: {', '.join(types)})")
       self._sentences[split] = sentences
     return self._sentences[split]
+
+  def _check_scheme(self, path: str, sentences: Sequence[readers.ConllSentence]) -> None:
+    found = spans.better_scheme([sentence.tags for sentence in sentences], self.file_scheme)
+    if found:
+      declared, other = found
+      sentence, word = declared.first_ill_formed
+      in_other = f"{other.n_ill_formed:,}" if other.n_ill_formed else "none"
+      raise DataError(
+          f"{path}: {declared.n_ill_formed:,} of {declared.n_entities:,} entities are "
+          f"ill-formed in hparam tagging_scheme {declared.scheme} (the first on line "
+          f"{sentences[sentence].line_numbers[word]}) but {in_other} in {other.scheme}; "
+          f"set hparam tagging_scheme to {other.scheme}")
 
   def entity_types(self) -> List[str]:
     """The sorted entity types of the training file."""

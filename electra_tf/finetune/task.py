@@ -22,9 +22,8 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
-from absl import logging
-
 from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.train_loop import log
 
 # (per-row shape, dtype) of one feature array.
 FeatureSpec = Tuple[Tuple[int, ...], Any]
@@ -110,10 +109,14 @@ class Task(abc.ABC):
     check_config(config)  ConfigError when the hparams cannot serve it
     sentence_examples     each example is a text (or a text pair), which
                           `example_text` gives as one line (not span QA)
+    feature_hparams       the hparams its features depend on besides the
+                          vocab and the data files (the featurized-data
+                          cache records them: job.training_data)
   """
   help: ClassVar[str] = ""
   single_task_defaults: ClassVar[Mapping[str, Any]] = {}
   sentence_examples: ClassVar[bool] = False
+  feature_hparams: ClassVar[Tuple[str, ...]] = ("max_seq_length", "do_lower_case", "debug")
 
   @classmethod
   def check_config(cls, config: FinetuningConfig) -> None:
@@ -179,8 +182,7 @@ class Task(abc.ABC):
                      example_index: Sequence[int]) -> Features:
     """Features from per-feature dicts holding every key of feature_specs."""
     if self.config.log_examples and rows:
-      logging.info("%s first feature: %s", self.name,
-                   {k: v for k, v in rows[0].items()})
+      log(f"{self.name} first feature: {dict(rows[0])}")
     arrays = {}
     for key, (shape, dtype) in self.feature_specs().items():
       arrays[key] = np.asarray([row[key] for row in rows],

@@ -25,8 +25,9 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
-from electra_tf.config import (DISC_WEIGHT, MASK_PROB, MODEL_SIZE_TABLE, TRAINING_RECORD,
-                               JobConfig, ModelConfig, RerunNotes, training_runs)
+from electra_tf.config import (DISC_WEIGHT, IMPORTED_HPARAMS, MASK_PROB, MODEL_SIZE_TABLE,
+                               TRAINING_RECORD, JobConfig, ModelConfig, RerunNotes,
+                               read_json_object, training_runs)
 from electra_tf.errors import ConfigError
 
 def max_predictions_per_seq(mask_prob: float, max_seq_length: int) -> int:
@@ -107,11 +108,13 @@ class PretrainingConfig(JobConfig):
     return [self.model_dir]
 
   def _run_record(self) -> Optional[Tuple[Dict[str, Any], str]]:
-    """The last run of model_dir's training record."""
+    """The last run of model_dir's training record, else the hparams a
+    `convert --from_hf` import records (its max_seq_length included)."""
     runs = training_runs(self.model_dir)
-    if not runs:
-      return None
-    return dict(runs[-1]["hparams"]), os.path.join(self.model_dir, TRAINING_RECORD)
+    if runs:
+      return dict(runs[-1]["hparams"]), os.path.join(self.model_dir, TRAINING_RECORD)
+    imported = os.path.join(self.model_dir, IMPORTED_HPARAMS)
+    return (read_json_object(imported), imported) if os.path.isfile(imported) else None
 
   def _placed_by(self, data_dir: str) -> set:
     return {"pretrain_tfrecords", "vocab_file"} if data_dir else set()

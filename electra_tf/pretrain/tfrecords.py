@@ -22,7 +22,6 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
-import hashlib
 import json
 import multiprocessing
 import os
@@ -438,12 +437,10 @@ def _segment_path(options: BuildOptions, index: int, segment: int) -> str:
 def _settings(options: BuildOptions, corpus_files: Sequence[str],
               corpus_root: Optional[str]) -> Dict[str, object]:
   """What decides the records: a rerun must match it to go on."""
-  with open(options.vocab_file, "rb") as f:
-    vocab_sha256 = hashlib.sha256(f.read()).hexdigest()
   return {
       "corpus_files": [[os.path.relpath(f, corpus_root) if corpus_root else os.path.abspath(f),
                         os.path.getsize(f)] for f in corpus_files],
-      "vocab_sha256": vocab_sha256,
+      "vocab_sha256": fileio.file_sha256(options.vocab_file),
       **{name: getattr(options, name) for name in (
           "max_seq_length", "num_out_files", "num_processes", "blanks_separate_docs",
           "do_lower_case", "strip_accents", "seed", "skip_invalid_utf8", "openwebtext")},
