@@ -44,7 +44,7 @@ from electra_tf import optimization
 from electra_tf import serving_text
 from electra_tf import tokenization
 from electra_tf.config import ModelConfig
-from electra_tf.errors import CheckpointError, ConfigError, error_message
+from electra_tf.errors import CheckpointError, ConfigError
 from electra_tf.modeling.encoder import TransformerEncoder, build_discriminator_encoder
 from electra_tf.modeling.pretrainer import ElectraPretrainer, MaskedLMHead
 from electra_tf.pretrain.config import PretrainingConfig
@@ -96,11 +96,7 @@ def _resolve(source: Source, hparams: Hparams, vocab_file: Optional[str] = None,
     config = PretrainingConfig.create(config_lib.with_recorded(given, recorded, folders[0]))
     return _Source(folders[0], config, None, imported, imported.vocab)
   path = os.fspath(source)
-  prefix = checkpoints.resolve_checkpoint(path)
-  try:
-    tf.train.load_checkpoint(prefix)
-  except tf.errors.OpError as e:
-    raise CheckpointError(f"checkpoint {prefix}: unreadable ({error_message(e)})") from None
+  prefix = checkpoints.resolve_checkpoint(path)  # read whole: a damaged one is one line
   vocab_file = vocab_file or config_lib.recorded_vocab(path)
   config = PretrainingConfig.create(user, checkpoint=path, vocab_file=vocab_file)
   return _Source(path, config, prefix, None, vocab_file)

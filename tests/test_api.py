@@ -341,7 +341,7 @@ def test_sources_that_are_not_or_lack_the_part_are_one_line_errors(
       (lambda: electra_tf.load_tokenizer(str(tmp_path / "notes.txt")),
        f"checkpoint {tmp_path}/notes.txt: not found"),
       (lambda: electra_tf.load_encoder(str(tmp_path / "junk" / "model.ckpt")),
-       f"checkpoint {tmp_path}/junk/model.ckpt: unreadable ("),
+       f"checkpoint {tmp_path}/junk/model.ckpt is damaged ("),
       (lambda: electra_tf.load_encoder(prefix, {"model_size": "small"}),
        f"checkpoint {prefix}: variable electra/embeddings/word_embeddings has shape "
        "[30522, 16] there but the model expects [30522, 128]"),

@@ -302,7 +302,7 @@ def test_another_vocab_than_the_checkpoints_is_refused(tmp_path):
   other = tmp_path / "other.txt"
   other.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nthe\n".upper())
   with pytest.raises(ConfigError, match=f"--vocab_file {other}: not the vocab {model_dir} was "
-                     f"trained with, {model_dir / 'vocab.txt'} \\(line 1 holds"):
+                     f"trained with, {model_dir / 'vocab.txt'} \\(line 5 holds"):
     PretrainingConfig.create({"model_dir": str(model_dir), "vocab_file": str(other)})
   same = tmp_path / "same.txt"
   same.write_bytes((model_dir / "vocab.txt").read_bytes())
