@@ -4,15 +4,22 @@ Tests that need ../shared skip with a clear reason when it is absent, except
 under CI (CI=true), where its absence is a failure.
 """
 
+import contextlib
+import importlib
+import io
 import os
 import pathlib
+import subprocess
+from typing import Sequence
 
+from absl import flags
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The commands' process settings (TF_USE_LEGACY_KERAS) for the tests' own
 # process and the processes they start, as each command sets them.
 import electra_tf.commands  # noqa: E402,F401  pylint: disable=unused-import
+from electra_tf import cli  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DIR = pathlib.Path(os.environ.get("ELECTRA_TF_SHARED", REPO_ROOT.parent / "shared"))
@@ -88,6 +95,33 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
                             log=lambda _: None)
   (root / "vocab.txt").write_bytes(bert_vocab.read_bytes())
   return root
+
+
+def run_command(module_name: str, argv: Sequence[str],
+                program: str) -> subprocess.CompletedProcess:
+  """The command `module_name` (an electra_tf.commands module) run in this
+  process as `program argv...` would run it, without a TensorFlow start:
+  its flags defined (and removed afterwards), parsed and its main() run under
+  the cli contract (a bad flag or user error: one line, exit status 2).
+  Returns its exit status and what it printed, as subprocess.run would."""
+  command = importlib.import_module(module_name)
+  before = set(flags.FLAGS)
+  command.define_flags()
+  stdout, stderr = io.StringIO(), io.StringIO()
+  try:
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      try:
+        cli.flags_parser(program)([program, *argv])
+        with cli.one_line_errors(program):
+          status = command.main() or 0
+      except SystemExit as e:
+        status = e.code
+  finally:
+    flags.FLAGS.unparse_flags()
+    for name in set(flags.FLAGS) - before:
+      delattr(flags.FLAGS, name)
+  return subprocess.CompletedProcess([program, *argv], status, stdout.getvalue(),
+                                     stderr.getvalue())
 
 
 def pytest_terminal_summary(terminalreporter):
