@@ -10,7 +10,9 @@ import io
 import os
 import pathlib
 import subprocess
+import sys
 from typing import Sequence
+import unittest.mock
 
 from absl import flags
 import pytest
@@ -99,23 +101,23 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
 
 def run_command(module_name: str, argv: Sequence[str],
                 program: str) -> subprocess.CompletedProcess:
-  """The command `module_name` (an electra_tf.commands module) run in this
-  process as `program argv...` would run it, without a TensorFlow start:
-  its flags defined (and removed afterwards), parsed and its main() run under
-  the cli contract (a bad flag or user error: one line, exit status 2).
-  Returns its exit status and what it printed, as subprocess.run would."""
+  """The command of `module_name` (a module with define_flags() and main():
+  electra_tf.commands.*, tools.*) run by its entry point, cli.run, as
+  `program argv...` runs it, in this process: no Python or TensorFlow start.
+  Its flags are defined for the run and removed afterwards.  Returns its exit
+  status and what it printed to sys.stdout and sys.stderr, as subprocess.run
+  would."""
   command = importlib.import_module(module_name)
   before = set(flags.FLAGS)
   command.define_flags()
   stdout, stderr = io.StringIO(), io.StringIO()
   try:
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+        unittest.mock.patch.object(sys, "argv", [program, *argv]):
       try:
-        cli.flags_parser(program)([program, *argv])
-        with cli.one_line_errors(program):
-          status = command.main() or 0
+        cli.run(command.main, program)
       except SystemExit as e:
-        status = e.code
+        status = e.code or 0
   finally:
     flags.FLAGS.unparse_flags()
     for name in set(flags.FLAGS) - before:
