@@ -126,6 +126,20 @@ def run_command(module_name: str, argv: Sequence[str],
                                      stderr.getvalue())
 
 
+# The scripts the tests run in their own process (run_script), and their
+# command modules.
+SCRIPT_COMMANDS = {"run_pretraining.py": "electra_tf.commands.pretrain",
+                   "run_finetuning.py": "electra_tf.commands.finetune",
+                   "data_prep/build_vocab.py": "electra_tf.commands.build_vocab"}
+
+
+def run_script(argv: Sequence[str]) -> subprocess.CompletedProcess:
+  """`python SCRIPT ARGS...` (argv: a script of SCRIPT_COMMANDS, then its
+  arguments) run in this process (run_command)."""
+  script, *args = argv
+  return run_command(SCRIPT_COMMANDS[script], args, pathlib.Path(script).name)
+
+
 def pytest_terminal_summary(terminalreporter):
   """How many documented commands ran and which blocks are marked as not
   runnable here, with the reasons (tests/test_docs_commands.py)."""
