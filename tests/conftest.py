@@ -126,8 +126,7 @@ def run_command(module_name: str, argv: Sequence[str],
                                      stderr.getvalue())
 
 
-# The scripts the tests run in their own process (run_script), and their
-# command modules.
+# The scripts run_script runs in the test's process, and their command modules.
 SCRIPT_COMMANDS = {"run_pretraining.py": "electra_tf.commands.pretrain",
                    "run_finetuning.py": "electra_tf.commands.finetune",
                    "data_prep/build_vocab.py": "electra_tf.commands.build_vocab"}

@@ -3,6 +3,10 @@ input and checks that it stops with a one-line `<program>: error: ...` naming
 the file, flag or hparam and what is wrong, a non-zero exit status, no
 traceback, and no output written or overwritten.
 
+The jobs (run_pretraining.py, run_finetuning.py) and build_vocab.py run in
+the test's process, through their entry point (tests/conftest.run_script);
+build_tfrecords.py, whose workers are processes, runs as one.
+
 Sentinel outputs (a model_dir, an output_dir, an output_file that already
 exist) must come out byte-identical with no new file in them; outputs that did
 not exist must still not exist.  The SavedModel cases load the exports
@@ -12,12 +16,11 @@ in-process and check the serving function's InvalidArgumentError.
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.test_training import REPO, TINY_HPARAMS, _env, _pretrain_args, _run
+from tests.conftest import run_script
+from tests.test_training import TINY_HPARAMS, _pretrain_args, _run
 from tests.test_training import tiny_data  # noqa: F401  (fixture)
 
 SPECIAL = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -143,9 +146,9 @@ def test_pretraining_bad_data(case, tiny_data, tmp_path):  # noqa: F811
   export_dir = tmp_path / "export"
   flags, hparams, parts = _pretraining_case(case, tiny_data, tmp_path)
   before = _snapshot(model_dir)
-  result = _run(["run_pretraining.py", f"--model_dir={model_dir}",
-                 f"--export_dir={export_dir}",
-                 "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams}), *flags])
+  result = run_script(["run_pretraining.py", f"--model_dir={model_dir}",
+                       f"--export_dir={export_dir}",
+                       "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams}), *flags])
   _check(result, "run_pretraining.py", *parts,
          untouched=[(model_dir, before), (export_dir, None)])
 
@@ -157,8 +160,8 @@ def test_pretraining_data_dir_without_records(tiny_data, tmp_path):  # noqa: F81
   data_dir.mkdir()
   shutil.copy(tiny_data / "vocab.txt", data_dir / "vocab.txt")
   before = _snapshot(data_dir)
-  result = _run(["run_pretraining.py", f"--data_dir={data_dir}",
-                 "--hparams=" + json.dumps(TINY_HPARAMS)])
+  result = run_script(["run_pretraining.py", f"--data_dir={data_dir}",
+                       "--hparams=" + json.dumps(TINY_HPARAMS)])
   pattern = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord*"
   _check(result, "run_pretraining.py", f"pattern {pattern} matches no file",
          untouched=[(data_dir, before)])
@@ -183,18 +186,18 @@ def test_pretraining_data_dir_without_records(tiny_data, tmp_path):  # noqa: F81
 def test_pretraining_bad_flags_and_hparams(extra, parts, tmp_path):
   model_dir = _sentinel_dir(tmp_path / "model")
   before = _snapshot(model_dir)
-  result = _run(["run_pretraining.py", f"--pretrain_tfrecords={tmp_path / '*.tfrecord'}",
-                 f"--model_dir={model_dir}", *extra])
+  result = run_script(["run_pretraining.py",
+                       f"--pretrain_tfrecords={tmp_path / '*.tfrecord'}",
+                       f"--model_dir={model_dir}", *extra])
   _check(result, "run_pretraining.py", *parts, untouched=[(model_dir, before)])
 
 
-def test_demo_with_bad_hparams_writes_nothing(tmp_path):
+def test_demo_with_bad_hparams_writes_nothing(tmp_path, monkeypatch):
   """12/16 on the embedded default: no demo data is built for a run that fails."""
+  monkeypatch.chdir(tmp_path)
   for hparams, part in [('{"mask_prob": 2}', "hparam mask_prob: 2 is outside (0, 1)"),
                         ('{"max_seq_lenght": 64}', "Unknown hparam 'max_seq_lenght'")]:
-    result = subprocess.run([sys.executable, str(REPO / "run_pretraining.py"),
-                             f"--hparams={hparams}"], cwd=tmp_path, env=_env(),
-                            text=True, capture_output=True, timeout=300)
+    result = run_script(["run_pretraining.py", f"--hparams={hparams}"])
     _check(result, "run_pretraining.py", part)
     assert list(tmp_path.iterdir()) == []  # no ./electra_demo
 
@@ -214,8 +217,8 @@ def test_init_checkpoint_of_another_architecture(tiny_data, tmp_path):  # noqa: 
   prefix = _pretrainer_checkpoint(TINY_HPARAMS, tmp_path / "other")
   model_dir = tmp_path / "model"
   wider = {"model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 1}}
-  result = _run(_pretrain_args(tiny_data, model_dir, wider,
-                               extra=[f"--init_checkpoint={prefix}"]))
+  result = run_script(_pretrain_args(tiny_data, model_dir, wider,
+                                     extra=[f"--init_checkpoint={prefix}"]))
   _check(result, "run_pretraining.py", f"checkpoint {prefix}", "there but the model expects")
   assert not model_dir.exists()  # refused before model_dir is created
 
@@ -267,8 +270,8 @@ def test_build_vocab_empty_corpus_dir(tmp_path):
   corpus.mkdir()
   output = tmp_path / "vocab.txt"
   output.write_text("[PAD]\n")
-  result = _run(["data_prep/build_vocab.py", f"--corpus_dir={corpus}",
-                 "--vocab_size=100", f"--output_file={output}"])
+  result = run_script(["data_prep/build_vocab.py", f"--corpus_dir={corpus}",
+                       "--vocab_size=100", f"--output_file={output}"])
   _check(result, "build_vocab.py", f"--corpus_dir {corpus}: contains no files",
          untouched=[(tmp_path, _snapshot(tmp_path))])
 
@@ -336,9 +339,9 @@ def test_finetuning_bad_data(case, finetuning_data_dir, bert_vocab, tmp_path):
              "embedding_size": 16, "max_seq_length": 64, "max_query_length": 16,
              "doc_stride": 32}
   export = ([f"--export_dir={tmp_path / 'export'}"] if task == "rte" else [])
-  result = _run(["run_finetuning.py", f"--data_dir={data_dir}", f"--task_names={task}",
-                 f"--model_dir={model_dir}", f"--hparams={json.dumps(hparams)}",
-                 "--init_checkpoint=none", *export])
+  result = run_script(["run_finetuning.py", f"--data_dir={data_dir}", f"--task_names={task}",
+                       f"--model_dir={model_dir}", f"--hparams={json.dumps(hparams)}",
+                       "--init_checkpoint=none", *export])
   _check(result, "run_finetuning.py", *parts,
          untouched=[*before.items(), (tmp_path / "export", None)])
 
@@ -358,9 +361,9 @@ def test_finetuning_init_checkpoint_of_another_architecture(  # noqa: F811
     _head(finetuning_data_dir / "rte" / f"{split}.tsv", rte / f"{split}.tsv", 8)
   model_dir = tmp_path / "model"
   wider = dict(narrow, model_hparam_overrides={"hidden_size": 64, "num_hidden_layers": 1})
-  result = _run(["run_finetuning.py", f"--data_dir={data_dir}", "--task_names=rte",
-                 f"--model_dir={model_dir}", f"--init_checkpoint={prefix}",
-                 f"--hparams={json.dumps(wider)}"])
+  result = run_script(["run_finetuning.py", f"--data_dir={data_dir}", "--task_names=rte",
+                       f"--model_dir={model_dir}", f"--init_checkpoint={prefix}",
+                       f"--hparams={json.dumps(wider)}"])
   _check(result, "run_finetuning.py", f"checkpoint {prefix}", "there but the model expects")
   assert not model_dir.exists()  # refused before model_dir is created
 
