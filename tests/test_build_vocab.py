@@ -1,15 +1,12 @@
 """build_vocab: a WordPiece vocab learned from real text, reserved tokens
 first, usable by the project's tokenizer; the CLI and its errors."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from electra_tf import tokenization
 from electra_tf.errors import DataError
 from electra_tf.pretrain import vocab as vocab_lib
+from tests.conftest import run_script
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +54,8 @@ def test_cli(book_lines, tmp_path):
   corpus = tmp_path / "book.txt"
   corpus.write_text("\n".join(book_lines[:300]) + "\n", encoding="utf-8")
   output = tmp_path / "new" / "folders" / "vocab.txt"  # made by the command
-  done = subprocess.run(
-      [sys.executable, "data_prep/build_vocab.py", f"--corpus_files={corpus}",
-       "--vocab_size=300", f"--output_file={output}"],
-      cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True,
-      timeout=300)
+  done = run_script(["data_prep/build_vocab.py", f"--corpus_files={corpus}",
+                     "--vocab_size=300", f"--output_file={output}"])
   assert done.returncode == 0, done.stderr
   vocab = tokenization.load_vocab(output)
   assert 285 <= len(vocab) <= 300 and vocab["[PAD]"] == 0 and vocab["[MASK]"] == 4
