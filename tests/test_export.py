@@ -16,14 +16,14 @@ from electra_tf import checkpoints, serving, tokenization
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
+from tests.conftest import run_command
 
 TOL = dict(atol=1e-4, rtol=1e-4)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _export_cli(*argv):
-  return subprocess.run([sys.executable, "-m", "electra_tf.export", *argv], cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  """python -m electra_tf.export ARGV, in this process (run_command)."""
+  return run_command("electra_tf.commands.export", argv, "electra_tf.export")
 
 
 @pytest.fixture(scope="module")
