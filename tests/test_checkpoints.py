@@ -2,9 +2,6 @@
 
 import json
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,8 +12,8 @@ from electra_tf import checkpoints, conversion, errors
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
+from tests.conftest import run_command
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY = {"vocab_size": 40, "embedding_size": 8, "max_seq_length": 8,
         "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 2,
                                    "num_attention_heads": 2}}
@@ -183,9 +180,8 @@ def test_conversion_errors_name_the_problem_and_leave_nothing(
 @pytest.mark.slow
 def test_convert_cli(official_debug_fixture, fixture_hparams, tmp_path):
   """The command: one line and exit 2 on bad input, nothing written."""
-  def convert_cli(*argv):
-    return subprocess.run([sys.executable, "-m", "electra_tf.convert", *argv],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  def convert_cli(*argv):  # python -m electra_tf.convert ARGV, in this process
+    return run_command("electra_tf.commands.convert", argv, "electra_tf.convert")
 
   output = tmp_path / "out"
   official = f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}"

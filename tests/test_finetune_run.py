@@ -408,19 +408,20 @@ def test_command_caches_beside_its_model_dir_and_rebuilds_for_other_inputs(
   local = _rte_data_dir(data_dir, tmp_path / "data")
   before = sorted(local.rglob("*"))
   hparams = dict(TINY, do_eval=False, num_train_epochs=0.5)
-  first = run_command("finetune", "run_finetuning.py", [
+  first = run_command("electra_tf.commands.finetune", [
       f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'a'}",
-      "--init_checkpoint=none", f"--hparams={json.dumps(hparams)}"])
-  assert first.status == 0, first.stderr
+      "--init_checkpoint=none", f"--hparams={json.dumps(hparams)}"], "run_finetuning.py")
+  assert first.returncode == 0, first.stderr
   cache = tmp_path / "a" / "featurized_data" / "rte_train.npz"
   assert "Using the featurized training data" not in first.stdout and cache.is_file()
   assert sorted(local.rglob("*")) == before
   vocab = _swapped_vocab(local / "vocab.txt", tmp_path / "swapped.txt")
   hparams.update(max_seq_length=32, preprocessed_data_dir=str(cache.parent))
-  second = run_command("finetune", "run_finetuning.py", [
+  second = run_command("electra_tf.commands.finetune", [
       f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'b'}",
-      "--init_checkpoint=none", f"--vocab_file={vocab}", f"--hparams={json.dumps(hparams)}"])
-  assert second.status == 0, second.stderr
+      "--init_checkpoint=none", f"--vocab_file={vocab}", f"--hparams={json.dumps(hparams)}"],
+      "run_finetuning.py")
+  assert second.returncode == 0, second.stderr
   sha = [hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in (local / "vocab.txt",
                                                                         vocab)]
   assert (f"Rebuilding the featurized training data {cache}: made from other inputs "

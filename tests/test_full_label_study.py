@@ -4,12 +4,11 @@ end at toy size (results, resume)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from scipy import stats
 
+from tests.conftest import run_command
 from tests.test_learning_study import TINY_MODEL
 from tools import full_label_study as fls
 from tools import learning_analysis as la
@@ -21,10 +20,9 @@ COLA = "".join(f"src\t{i % 2}\t\tsentence {i}\n" for i in range(4))
 CHUNK = "".join(f"w{i} NN B-NP\nran VBD B-VP\n\n" for i in range(4))
 
 
-def _tool(repo_root, *argv):
-  return subprocess.run([sys.executable, "-m", "tools.full_label_study", *argv], cwd=repo_root,
-                        capture_output=True, text=True,
-                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+def _tool(*argv):
+  """python -m tools.full_label_study ARGV, run in this process (run_command)."""
+  return run_command("tools.full_label_study", argv, "full_label_study.py")
 
 
 def test_split_keeps_the_header_and_every_example_once():
@@ -181,7 +179,7 @@ def _tiny_tasks(root):
     ("epochs", "--num_train_epochs: 'sst:0' is not task:value (a number >= 0.01)"),
     ("settings", '"selection_examples": 1'),
 ])
-def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
+def test_bad_inputs_are_one_line_errors(tmp_path, case, message):
   study = tmp_path / "study"
   if case == "no_results":
     study.mkdir()
@@ -192,7 +190,7 @@ def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
   if case == "settings":
     work_dir.mkdir()
     (work_dir / "results.json").write_text(json.dumps({"settings": {"selection_examples": 1}}))
-  run = _tool(repo_root, f"--work_dir={work_dir}",
+  run = _tool(f"--work_dir={work_dir}",
               "--study_dirs=" + ",".join(str(s) for s in studies),
               f"--finetuning_data_dir={_tiny_tasks(tmp_path / 'tasks')}",
               "--tasks=" + ("sst,rte" if case == "task" else "sst,chunk"),
@@ -211,7 +209,7 @@ def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
 
 @pytest.mark.slow
 def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
-    repo_root, tmp_path, bert_vocab, finetuning_data_dir):
+    tmp_path, bert_vocab, finetuning_data_dir):
   # A study dir as tools/learning_study.py leaves it, its one pre-training run
   # an encoder of the study's tiny model (another seed's initialisation: what
   # the run learnt does not matter here, only that its checkpoint is the start).
@@ -238,7 +236,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
           "--num_train_epochs=chunk:2"]
   # First one rate, then the grid grows to two: only the new rate runs, and
   # each start's choice is made again over both.
-  first = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
+  first = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=1e-4")
   assert first.returncode == 0, first.stderr[-3000:]
   one_rate = json.loads((work_dir / "results.json").read_text())
@@ -249,7 +247,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   first_runs = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
   # Two starts, each its selection and dev scores and its last evaluation's own file.
   assert len(first_runs) == 6
-  run = _tool(repo_root, *argv)
+  run = _tool(*argv)
   assert run.returncode == 0, run.stderr[-3000:]
   assert [line.split(" at lr ")[1].split(":")[0] for line in run.stdout.splitlines()
           if "fine-tuned" in line] == ["0.001", "0.001"]
@@ -309,13 +307,13 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
 
   # Rerun: everything is done; nothing fine-tunes and the results stay.
   before = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
-  rerun = _tool(repo_root, *argv)
+  rerun = _tool(*argv)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "fine-tuned" not in rerun.stdout
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")} == before
   # Other settings over these runs, fewer rates among them: refused.
-  other = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
+  other = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=3e-4,1e-3")
   assert other.returncode == 2
   assert "its runs began with other settings (learning_rates differ" in other.stderr

@@ -322,12 +322,12 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   report_path = tmp_path / "soak.json"
   run = subprocess.run(
       [sys.executable, "-m", "tools.soak", f"--work_dir={tmp_path / 'soak'}",
-       "--kills=5", "--num_train_steps=60", "--tfrecords_kills=2",
+       "--kills=4", "--num_train_steps=60", "--tfrecords_kills=2",
        "--finetuning_kills=3", "--corpus_lines=1500", f"--report={report_path}",
        f"--vocab_file={shared_dir / 'data' / 'vocab' / 'bert_uncased_vocab.txt'}",
        f"--corpus_file={shared_dir / 'data' / 'corpus' / 'wikitext-2' / 'wiki.valid.raw'}",
        f"--glue_dir={shared_dir / 'data' / 'finetuning_data'}"],
-      # Only stops a hang (each of its processes has one of 900 s too): its 16
+      # Only stops a hang (each of its processes has one of 900 s too): its 15
       # processes took 2,509 s at a load average of 10 (540 CPU-seconds).
       cwd=REPO, env=_env(), text=True, capture_output=True, timeout=4 * 3600)
   report = json.loads(report_path.read_text())
@@ -335,12 +335,15 @@ def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   jobs = {job["job"]: job for job in report["jobs"]}
   assert set(jobs) == {"tfrecords", "pretraining", "finetuning"}
   # The named moments are stop points: every one of them is killed in the
-  # act, whatever the speed of the machine (random moments may miss).
-  acts = {name: dict(job["kills_in_the_act"], random=None) for name, job in jobs.items()}
-  assert acts["tfrecords"] == {"write": 1, "finish": 1, "random": None}
-  assert acts["pretraining"] == {"save": 2, "eval": 1, "export": 1, "random": None}
-  assert acts["finetuning"] == {"save": 1, "eval": 1, "export": 1, "random": None}
-  assert jobs["pretraining"]["kills"] == 5 and jobs["pretraining"]["final_step"] == 60
+  # act, whatever the speed of the machine. The short form kills at the named
+  # moments only: a random one lands mostly in the start-up, before the first
+  # checkpoint, which test_a_second_job_on_a_model_dir_is_refused_and_a_killed_
+  # job_leaves_no_lock kills at a stop point and reruns; the long form adds them.
+  acts = {name: job["kills_in_the_act"] for name, job in jobs.items()}
+  assert acts["tfrecords"] == {"write": 1, "finish": 1}
+  assert acts["pretraining"] == {"save": 2, "eval": 1, "export": 1}
+  assert acts["finetuning"] == {"save": 1, "eval": 1, "export": 1}
+  assert jobs["pretraining"]["kills"] == 4 and jobs["pretraining"]["final_step"] == 60
   assert jobs["pretraining"]["values_identical"] > 40
   assert jobs["pretraining"]["logged_steps_identical"] == 60
   assert jobs["tfrecords"]["files_identical"] == 4 and jobs["tfrecords"]["kills"] == 2
