@@ -331,6 +331,10 @@ def test_named_starts_hparam_overrides_and_the_curve_runs_order(tmp_path, monkey
                          ([f"a={tmp_path}/none"], "is not a checkpoint prefix")):
     with pytest.raises((fls.ConfigError, fls.CheckpointError), match=message):
       fls.named_starts(items, ["electra_seed1"])
+  # Without study dirs: the study tool's default model and the BERT vocab.
+  default = fls.read_studies([])
+  assert default["runs"] == [] and default["vocab_file"].endswith("bert_uncased_vocab.txt")
+  assert default["model"] == learning_study.finetuning_hparams(learning_study.MODEL, 30522)
   assert fls.override_hparams('{"layerwise_lr_decay": 1.0}') == {"layerwise_lr_decay": 1.0}
   for text, message in (("{", "not JSON"), ("[1]", "not a JSON object"),
                         ('{"learning_rate": 1}', "learning_rate is set by the study")):

@@ -20,7 +20,9 @@ Starts:
   - NAME for each --starts NAME=CHECKPOINT: any other checkpoint of the same
     encoder (e.g. the official code's step-0 weights: a check that a start
     loads and trains as the random ones do).
-The study dirs must share their model and vocab (results.json settings).
+The study dirs must share their model and vocab (results.json settings);
+without study dirs, the model is tools/learning_study.py's default (the
+official trajectory fixture's shape) with the BERT uncased vocab.
 
 The rule, the same for every start and task:
   - --selection_examples training examples (chunking: sentences), drawn at
@@ -97,8 +99,9 @@ RULE = ("per task, selection_examples training examples drawn at random (selecti
 def define_flags() -> None:
   """The command's flags, defined when it runs (tests import the module)."""
   flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
-  flags.DEFINE_list("study_dirs", None,
-                    "tools/learning_study.py work dirs whose pre-training runs are starts.")
+  flags.DEFINE_list("study_dirs", [],
+                    "tools/learning_study.py work dirs whose pre-training runs are starts "
+                    "(none: the study tool's default model and vocab).")
   flags.DEFINE_string("finetuning_data_dir", str(learning_study.SHARED / "finetuning_data"),
                       "Folder with <task>/ fine-tuning data.")
   flags.DEFINE_list("tasks", ["sst", "cola", "chunk"], "Fine-tuning tasks.")
@@ -125,7 +128,7 @@ def define_flags() -> None:
   flags.DEFINE_boolean("epoch_metrics", False,
                        "Record each run's dev score, training loss and weight norms "
                        "before the first step and after every epoch.")
-  flags.mark_flags_as_required(["work_dir", "study_dirs"])
+  flags.mark_flags_as_required(["work_dir"])
 
 
 def log(message: str) -> None:
@@ -208,8 +211,14 @@ def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
 # ---------------------------------------------------------------- starts
 def read_studies(study_dirs: Sequence[str]) -> Dict:
   """The model, vocab and pre-training runs of the study dirs: {model,
-  vocab_file, vocab_size, runs: [{objective, seed, steps, checkpoint
-  (absolute), study_dir}]}."""
+  vocab_file, runs: [{objective, seed, steps, checkpoint (absolute),
+  study_dir}]}; no study dirs: tools/learning_study.py's default model and
+  vocab, no runs."""
+  if not study_dirs:
+    vocab = learning_study.SHARED / "vocab" / "bert_uncased_vocab.txt"
+    return {"model": learning_study.finetuning_hparams(
+        learning_study.MODEL, sum(1 for _ in vocab.open(encoding="utf-8"))),
+            "vocab_file": str(vocab), "runs": []}
   model, vocab, runs = None, None, []
   for directory in study_dirs:
     study_dir = pathlib.Path(directory).resolve()
