@@ -6,6 +6,7 @@ import math
 import pathlib
 import re
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -63,6 +64,39 @@ def test_holm_steps_down_and_stays_monotone():
   assert la.holm([0.03, 0.2, 0.01, None, 0.02]) == pytest.approx(
       [0.06, 0.2, 0.04, None, 0.06])
   assert la.holm([0.9, 0.8]) == [1.0, 1.0]
+
+
+def test_detectable_difference_and_runs_needed():
+  # Many runs: the normal approximation, (z_0.975 + z_0.8) x the standard error.
+  se = math.sqrt((1.0 + 0.25) / 400)
+  assert la.detectable_difference(1.0, 0.5, 400, 0.05) == pytest.approx(
+      (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * se, rel=0.005)
+  # At the difference found, a two-sided t-test on 22 df has 80% power
+  # (checked by simulation: t statistics drawn at that noncentrality).
+  found = la.detectable_difference(0.83, 0.84, 12, 0.025)
+  critical = stats.t.ppf(1 - 0.0125, 22)
+  draws = stats.nct.rvs(22, found / math.sqrt((0.83 ** 2 + 0.84 ** 2) / 12), size=200_000,
+                        random_state=1)
+  assert float(np.mean(np.abs(draws) > critical)) == pytest.approx(0.8, abs=0.005)
+  assert la.runs_needed(0.83, 0.84, 1.12, 0.025, 12, 20) == 12
+  assert la.runs_needed(0.83, 0.84, 1.1, 0.025, 12, 20) == 13
+  assert la.runs_needed(3.0, 3.0, 1.1, 0.025, 12, 20) == 20
+
+
+def test_decisive_power_figures_are_the_committed_sds():
+  """learning.md's pre-registration quotes what 12 runs an arm detect, from
+  the three-run sds of the committed full-label and 100-label chunking."""
+  full = json.loads((STUDY_DIR / "full_labels" / "results.json").read_text())["analysis"]
+  seeds = json.loads((STUDY_DIR / la.SEEDS_STUDY / "analysis.json").read_text())["analysis"]
+  sds = {"full": [full["tasks"]["chunk"]["groups"][g]["sd"] for g in ("electra", "masked_lm")],
+         "labels100": [seeds["tasks"]["chunk"]["objectives"][g]["sd"]
+                       for g in ("electra", "masked_lm")]}
+  text = " ".join(_read(LEARNING_MD).split())
+  figures = {(name, alpha): la.detectable_difference(*sds[name], 12, alpha)
+             for name in sds for alpha in (0.025, 0.05)}
+  assert (f"a difference of {figures[('full', 0.025)]:.2f} F1 at full labels and "
+          f"{figures[('labels100', 0.025)]:.2f} F1 at 100 labels at 0.025 (Holm's first step), "
+          f"{figures[('full', 0.05)]:.2f} and {figures[('labels100', 0.05)]:.2f} at 0.05") in text
 
 
 def test_most_frequent_tag_baseline_on_a_hand_made_sample():

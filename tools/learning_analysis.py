@@ -157,6 +157,34 @@ def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
   return adjusted
 
 
+def detectable_difference(sd_a: float, sd_b: float, runs: int, alpha: float,
+                          power: float = 0.8) -> float:
+  """The smallest difference of two arms' means (`runs` each, sds sd_a and
+  sd_b) that a two-sided t-test at `alpha` finds with `power`: the standard
+  error sqrt((sd_a² + sd_b²) / runs), 2 runs - 2 degrees of freedom, the
+  noncentral t's power solved for its noncentrality."""
+  from scipy import optimize, stats  # pylint: disable=g-import-not-at-top
+  se = math.sqrt((sd_a ** 2 + sd_b ** 2) / runs)
+  df = 2 * runs - 2
+  critical = float(stats.t.ppf(1 - alpha / 2, df))
+
+  def shortfall(noncentrality: float) -> float:
+    wrong_side = float(stats.nct.cdf(-critical, df, noncentrality))  # nan once it underflows
+    return float(stats.nct.sf(critical, df, noncentrality)) + (
+        0.0 if math.isnan(wrong_side) else wrong_side) - power
+  return se * optimize.brentq(shortfall, 0.0, critical + 6.0)
+
+
+def runs_needed(sd_a: float, sd_b: float, difference: float, alpha: float,
+                minimum: int, maximum: int, power: float = 0.8) -> int:
+  """The fewest runs an arm, from `minimum` to `maximum`, whose
+  detectable_difference is at most `difference` (`maximum` if none is)."""
+  for runs in range(minimum, maximum + 1):
+    if detectable_difference(sd_a, sd_b, runs, alpha, power) <= difference:
+      return runs
+  return maximum
+
+
 # ------------------------------------------------------------------ baselines
 def chunk_sentences(text: str) -> List[Tuple[List[str], List[str]]]:
   """(words, IOB2 tags) per sentence of CoNLL-2000 text."""
