@@ -49,6 +49,25 @@ def test_welch_matches_scipy_and_its_interval_holds_the_difference():
   assert la.welch([1.0, 1.0], [2.0, 2.0])["welch_t"] is None
 
 
+def test_permutation_p_is_scipys_exact_permutation_test():
+  def scipy_p(a, b):
+    return stats.permutation_test(
+        (a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="independent", vectorized=True, n_resamples=np.inf,
+        alternative="two-sided").pvalue
+  rng = np.random.default_rng(3)
+  for a, b in (([0.0, 0.0, 1.2], [7.1, 9.5, 9.3]),  # CoLA: an arm at the floor
+               ([65.3, 65.7, 64.1], [62.9, 63.4, 61.8]),
+               (list(rng.normal(size=5)), list(rng.normal(0.5, size=4))),
+               ([1.0, 2.0, 2.0], [2.0, 2.0, 3.0]),  # ties
+               (list(rng.normal(size=10)), list(rng.normal(size=10)))):
+    assert la.permutation_p(a, b) == pytest.approx(scipy_p(a, b), abs=1e-12), (a, b)
+  # Three against three: 20 splits, the observed one and its mirror the
+  # most extreme, so 2/20 is the smallest p there is.
+  assert la.permutation_p([0.0, 0.0, 1.2], [7.1, 9.5, 9.3]) == pytest.approx(0.1)
+  assert la.permutation_p([1.0], []) is None
+
+
 def test_paired_uses_the_common_seeds_only():
   a = {"1": 10.0, "2": 12.0, "3": 11.0, "4": 50.0}
   b = {"1": 9.0, "2": 10.5, "3": 11.5}
@@ -314,15 +333,19 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   assert sst["finetuning_seeds"] == ["1", "2"]
   assert sst["objectives"]["electra"]["run_means"] == {"1": 61.0, "2": 59.0, "3": 58.0}
   assert sst["objectives"]["masked_lm"]["run_means"] == {"1": 57.0, "2": 57.0, "3": 56.0}
-  assert sst["random_init"]["mean"] == 55.5
+  # Random initialisation: every fine-tuning seed it ran (no pre-training seed to match).
+  assert sst["random_init"]["mean"] == 70.0
   against = {(c["start"], c["against"]): c for c in seeds["comparisons"]}
   assert against[("electra", "masked_lm")]["difference"] == pytest.approx(178 / 3 - 170 / 3)
   assert against[("electra", "masked_lm")]["welch_t"] == pytest.approx(
       stats.ttest_ind([61.0, 59.0, 58.0], [57.0, 57.0, 56.0], equal_var=False).statistic)
-  assert against[("electra", "random_init")]["n"] == [3, 2]
+  assert against[("electra", "random_init")]["n"] == [3, 3]
+  assert against[("electra", "masked_lm")]["p_permutation"] == pytest.approx(0.1)
   assert seeds["family_size"] == 3
   assert la.holm([c["p"] for c in seeds["comparisons"]]) == [
       c["p_holm"] for c in seeds["comparisons"]]
+  assert la.holm([c["p_permutation"] for c in seeds["comparisons"]]) == [
+      c["p_permutation_holm"] for c in seeds["comparisons"]]
   assert [r["seed"] for r in seeds["pretraining_runs"]] == [1, 2, 3]
   # Each run's held-out evaluation where its schedule ends (step 2,000), not before.
   assert [(e["seed"], e["disc_auc_real_tokens"]) for e in seeds["pretraining_evals"]] == [
