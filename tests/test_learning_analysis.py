@@ -27,8 +27,8 @@ def _readme_section() -> str:
 
 
 def _summary() -> str:
-  """learning.md before its first section: the introduction and "In short"."""
-  return _read(LEARNING_MD).split("\n## ")[0]
+  """learning.md's introduction and its "In short" section."""
+  return _read(LEARNING_MD).split("\n## The decisive experiment")[0]
 
 
 def test_welch_matches_scipy_and_its_interval_holds_the_difference():
@@ -176,134 +176,160 @@ def test_stored_analysis_is_the_recomputed_one(analyses):
 
 
 def test_learning_md_tables_are_the_recomputed_ones(analyses):
-  doc = _read(LEARNING_MD)
-  documented = la.doc_tables(doc)
-  for name, table in la.all_tables(analyses).items():
-    assert documented.get(name) == table, f"learning.md: table {name}"
+  documented = la.doc_tables(_read(LEARNING_MD))
+  tables = la.all_tables(analyses)
+  assert set(la.DOC_TABLES) <= set(documented)
+  for name, table in documented.items():
+    assert table == tables[name], f"learning.md: table {name}"
 
 
-def test_large_corpus_headline_figures(analyses):
-  """The figures the README and learning.md's summary quote (100 labels, large corpus)."""
-  comparisons = {(c["task"], c["start"], c["against"]): c
-                 for c in analyses["large_corpus"]["finetuning_labels100"]["comparisons"]}
-  sst = comparisons[("sst", "electra_2000", "mlm_3280")]
-  assert f"{sst['difference']:+.1f}" == "+3.3" and sst["p_holm"] < 0.001
-  late_sst = comparisons[("sst", "electra_6000", "mlm_9841")]
-  late_chunk = comparisons[("chunk", "electra_6000", "mlm_9841")]
-  assert late_sst["p"] < 0.06 and late_sst["p_holm"] == pytest.approx(0.30, abs=0.01)
-  assert late_chunk["p"] < 0.05 and late_chunk["p_holm"] == pytest.approx(0.30, abs=0.01)
-  # The masked LM beats random initialisation on chunking on every seed too.
-  for start in ("mlm_3280", "mlm_9841"):
-    assert comparisons[("chunk", start, "random_init")]["higher_on_seeds"] == 10
-  # One pre-training run per objective: its checkpoints differ more than the
-  # fine-tuning seeds' standard error, and with the checkpoint as the unit the
-  # SST-2 lead is not significant.
-  between = analyses["large_corpus"]["finetuning_labels100"]["between_checkpoints"]["sst"]
-  assert between["electra_checkpoint_sd"] == pytest.approx(1.2, abs=0.05)
-  assert between["standard_error_of_a_start"] == pytest.approx(0.4, abs=0.05)
-  assert between["main_run_first_against_last"]["difference"] == pytest.approx(2.05, abs=0.01)
-  assert between["main_run_first_against_last"]["p"] < 0.005
-  assert between["checkpoint_as_unit"]["difference"] == pytest.approx(1.53, abs=0.01)
-  assert between["checkpoint_as_unit"]["p"] == pytest.approx(0.084, abs=0.001)
-  section = _readme_section()
-  summary = _summary()
-  baselines = analyses["large_corpus"]["finetuning_labels100"]["baselines"]
-  assert f"{sst['difference']:+.1f} [{sst['ci95'][0]:+.1f}, {sst['ci95'][1]:+.1f}]" in summary
-  # Both quote the replication over three pre-training runs an objective.
+def _flat(text: str) -> str:
+  """`text` on one line, bold marks dropped (quotes may wrap anywhere)."""
+  return " ".join(text.replace("**", "").split())
+
+
+def _cell(c: dict) -> str:
+  return f"{c['difference']:+.1f} [{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]"
+
+
+def test_hundred_label_figures_quoted_are_the_committed_ones(analyses):
+  """README and learning.md's summary: the three-run comparison (random
+  initialisation over all 10 of its seeds), the single run's +3.3 named as
+  one run, the baselines with the presence-based Naive Bayes."""
   seeds = {(c["task"], c["start"], c["against"]): c
            for c in analyses[la.SEEDS_STUDY]["comparisons"]}
-  replicated = seeds[("sst", "electra", "masked_lm")]
-  for text in (section, summary):
-    assert f"{sst['difference']:+.1f}" in text
-    assert (f"{replicated['difference']:+.1f} [{replicated['ci95'][0]:+.1f}, "
-            f"{replicated['ci95'][1]:+.1f}]") in text or (
-                f"{replicated['difference']:+.1f} SST-2 points") in text
+  assert analyses[la.SEEDS_STUDY]["tasks"]["sst"]["random_init"]["n"] == 10
+  single = {(c["task"], c["start"], c["against"]): c
+            for c in analyses["large_corpus"]["finetuning_labels100"]["comparisons"]}
+  lead = single[("sst", "electra_2000", "mlm_3280")]
+  assert f"{lead['difference']:+.1f}" == "+3.3" and lead["p_holm"] < 0.001
+  baselines = analyses["large_corpus"]["finetuning_labels100"]["baselines"]
+  summary, section = _flat(_summary()), _flat(_readme_section())
+  sst, chunk = seeds[("sst", "electra", "masked_lm")], seeds[("chunk", "electra", "masked_lm")]
+  gains = [seeds[("chunk", g, "random_init")] for g in ("electra", "masked_lm")]
+  for text in (summary, section):
+    assert f"SST-2 {sst['difference']:+.1f} [" in text or f"{_cell(sst)} SST-2" in text
+    assert _cell(sst) in text and f"chunking {chunk['difference']:+.1f}" in text or (
+        f"{chunk['difference']:+.1f} chunking F1" in text)
+    assert f"{gains[0]['difference']:+.1f} and {gains[1]['difference']:+.1f} F1" in text
     assert f"{baselines['chunk']['most_frequent_tag']:.1f}" in text
-    assert f"{baselines['sst']['naive_bayes']:.1f}" in text
-    assert "collapse" not in text.lower()
-  for name in re.findall(r"<!-- analysis:(\S+) -->", section):
+    presence = f"{baselines['sst']['naive_bayes_binary']:.1f}%"
+    assert (f"Naive Bayes over token presence ({presence})" in text
+            or f"presence-based Naive Bayes on SST-2 ({presence})" in text)
+    assert "+3.3" in text and "collapse" not in text.lower()
+  assert (f"each). ELECTRA minus the masked LM is {chunk['difference']:+.1f} chunking F1 and "
+          f"{_cell(sst)} SST-2 points (Holm {chunk['p_holm']:.2f} and "
+          f"{sst['p_holm']:.2f})") in summary
+  assert all(g["p_permutation"] == pytest.approx(0.007, abs=0.0005) for g in gains)
+  assert (f"exact permutation p {gains[0]['p_permutation']:.3f}, Holm "
+          f"{gains[0]['p_permutation_holm']:.2f} each") in summary
+  random_sst = seeds[("sst", "electra", "random_init")]
+  assert (f"fine-tuning seeds, is {_cell(random_sst)} (p {random_sst['p']:.2f}, Holm "
+          f"{random_sst['p_holm']:.2f}): not shown") in summary
+  assert "a different condition" in summary and "one pre-training run per objective" in summary
+  for name in re.findall(r"<!-- analysis:(\S+) -->", _readme_section()):
     pytest.fail(f"README: an analysis table ({name}) belongs in learning.md")
 
 
 def test_probe_figures_quoted_are_the_committed_ones(analyses):
-  """README and learning.md's summary quote the final-layer chunking probe
-  (ELECTRA against the masked LM, three runs each) and the replicated
-  fine-tuning difference on chunking as the committed tables give them."""
+  """learning.md's summary quotes the final-layer chunking probe (ELECTRA
+  against the masked LM, three runs each) with its Welch and its exact
+  permutation p, which three runs a side cannot take below 0.10."""
   probe = {(c["task"], c["start"], c["against"]): c
            for c in analyses[la.REPRESENTATION_STUDY]["comparisons"]}
   chunk = probe[("chunk", "electra", "masked_lm")]
-  assert chunk["p_holm"] < 0.05 and chunk["ci95"][1] < 0
-  # Against random vectors, neither objective's gain survives the correction.
-  assert all(probe[("chunk", g, "random_init")]["p_holm"] > 0.05 for g in ("electra", "masked_lm"))
-  seeds = {(c["task"], c["start"], c["against"]): c
-           for c in analyses[la.SEEDS_STUDY]["comparisons"]}
-  finetuned = seeds[("chunk", "electra", "masked_lm")]
-  section = _readme_section()
-  summary = _summary()
-  for text in (section, summary):
-    assert f"{chunk['difference']:+.1f} F1, Holm p {chunk['p_holm']:.3f}" in " ".join(
-        text.replace("**", "").replace(f"[{chunk['ci95'][0]:+.1f}, {chunk['ci95'][1]:+.1f}] ",
-                                       "").split())
-    assert f"chunking {finetuned['difference']:+.1f}" in text or (
-        f"{finetuned['difference']:+.1f} chunking F1") in text
+  assert chunk["p_holm"] < 0.05 and chunk["p_permutation_holm"] > 0.05
+  assert (f"({_cell(chunk)} F1, Welch Holm p {chunk['p_holm']:.3f}; exact permutation p "
+          f"{chunk['p_permutation']:.2f} over three runs each, Holm "
+          f"{chunk['p_permutation_holm']:.2f})") in _flat(_summary())
+  assert "already at layer 0" not in _flat(_read(LEARNING_MD))
 
 
 def test_full_label_figures_quoted_are_the_committed_ones(analyses):
-  """learning.md's summary and the README quote the full-label results of the
-  three tasks (CoLA's ELECTRA against random initialisation with the family
-  Holm's correction ran over, every group's mean, the trivial baselines,
-  chunking's and SST-2's Holm ranges) as the widened grid's committed table
-  gives them, and the first pass's beside them."""
+  """learning.md's summary and the README quote the full-label results as
+  the committed table gives them: CoLA's floor with its permutation p, the
+  run not chosen, chunking's lead with its rate and the 1e-3 level, SST-2."""
   full = analyses[la.FULL_LABELS_STUDY]
-  groups = full["tasks"]["cola"]["groups"]
-  versus = {(c["start"], c["against"]): c for c in full["comparisons"] if c["task"] == "cola"}
-  random = versus[("electra", "random_init")]
-  summary = " ".join(_summary().replace("**", "").split())
-  quoted = (f"{random['difference']:+.1f} [{random['ci95'][0]:+.1f}, {random['ci95'][1]:+.1f}] "
-            f"for ELECTRA, Holm {random['p_holm']:.2f} over the {full['family_size']} "
-            "comparisons of the three tasks")
+  results = json.loads((STUDY_DIR / "full_labels" / "results.json").read_text())
   assert full["family_size"] == 9 and not full["pending"]
-  assert quoted in summary
-  for group in ("electra", "random_init", "masked_lm"):
-    assert f"{groups[group]['mean']:.1f} ± {groups[group]['sd']:.1f}" in summary
-  assert f"on the same examples {full['tasks']['cola']['baselines']['naive_bayes']:.1f}" in summary
-  chunk = full["tasks"]["chunk"]["groups"]
-  for group in ("electra", "random_init", "masked_lm"):
-    assert f"{chunk[group]['mean']:.1f} ± {chunk[group]['sd']:.1f}" in summary
-  assert f"most frequent tag {full['tasks']['chunk']['baselines']['most_frequent_tag']:.1f}" in (
-      summary)
-  chunk_versus = {(c["start"], c["against"]): c for c in full["comparisons"]
-                  if c["task"] == "chunk"}
-  lead = chunk_versus[("electra", "masked_lm")]
-  assert (f"{lead['difference']:+.1f} [{lead['ci95'][0]:+.1f}, {lead['ci95'][1]:+.1f}]"
-          in summary)
-  holm = sorted(f"{c['p_holm']:.2f}" for c in chunk_versus.values())
-  assert all(c["p_holm"] > 0.05 for c in chunk_versus.values())
-  assert f"significant after Holm ({holm[0]}-{holm[-1]})" in summary
+  summary, section = _flat(_summary()), _flat(_readme_section())
+  cola = full["tasks"]["cola"]["groups"]
+  versus = {(c["task"], c["start"], c["against"]): c for c in full["comparisons"]}
+  floor = versus[("cola", "electra", "random_init")]
+  assert floor["p_permutation"] == pytest.approx(0.1)
+  assert (f"({cola['electra']['mean']:.1f} ± {cola['electra']['sd']:.1f} MCC, against random "
+          f"initialisation's {cola['random_init']['mean']:.1f} ± "
+          f"{cola['random_init']['sd']:.1f}; "
+          f"Welch p {floor['p']:.3f}, but with one arm at the floor the exact permutation p is "
+          f"{floor['p_permutation']:.2f}, the smallest three against three can give, Holm "
+          f"{floor['p_permutation_holm']:.2f})") in summary
+  unchosen = results["finetuning"]["cola"]["electra_seed1"]["runs"]["0.0003"]["dev"]
+  assert f"(seed 1 at 3e-4) reached {unchosen:.1f}" in summary
+  assert (f"CoLA MCC {cola['random_init']['mean']:.1f} against ELECTRA's "
+          f"{cola['electra']['mean']:.1f}, exact permutation p "
+          f"{floor['p_permutation']:.2f}") in section
+  chunk = full["tasks"]["chunk"]
+  for group, label in (("random_init", "random initialisation"), ("electra", "ELECTRA"),
+                       ("masked_lm", "the masked LM")):
+    g = chunk["groups"][group]
+    assert f"{label} {g['mean']:.1f} ± {g['sd']:.1f}" in summary
+  assert f"most frequent tag {chunk['baselines']['most_frequent_tag']:.1f}" in summary
+  lead = versus[("chunk", "electra", "masked_lm")]
+  at_1e3 = {g: sum(r["runs"]["0.001"]["dev"] for s, r in results["finetuning"]["chunk"].items()
+                   if s.startswith(g)) / 3 for g in ("electra", "masked_lm")}
+  assert (f"ELECTRA's {lead['difference']:+.1f} over the masked LM holds at 3e-3, the rate every "
+          f"start chose (at 1e-3 they are level, {at_1e3['electra']:.2f} and "
+          f"{at_1e3['masked_lm']:.2f})") in summary
+  assert all(lr == 0.003 for g in chunk["groups"].values() for lr in g["chosen_lr"].values())
+  # Only CoLA's floor passes Welch's Holm; no exact test passes Holm.
+  assert [k for k, c in versus.items() if c["p_holm"] < 0.05] == [
+      ("cola", "electra", "random_init")]
+  assert all(c["p_permutation_holm"] > 0.05 for c in full["comparisons"])
+  assert "No difference survives the exact test with Holm's correction." in summary
   sst = full["tasks"]["sst"]
-  assert (f"random initialisation {sst['groups']['random_init']['mean']:.1f} ± "
-          f"{sst['groups']['random_init']['sd']:.1f}% on dev") in summary
-  for group in ("electra", "masked_lm"):
-    assert f"{sst['groups'][group]['mean']:.1f} ± {sst['groups'][group]['sd']:.1f}" in summary
-  assert (f"Naive Bayes {sst['baselines']['naive_bayes']:.1f}, majority class "
-          f"{sst['baselines']['majority_class']:.1f}") in summary
-  sst_holm = sorted(c["p_holm"] for c in full["comparisons"] if c["task"] == "sst")
-  assert sst_holm[0] > 0.05
-  assert f"(Holm {sst_holm[0]:.2f}-{sst_holm[-1]:.2f})" in summary
-  best = max(g["mean"] for g in sst["groups"].values())
-  assert f"no group is more than {best - sst['baselines']['naive_bayes']:.1f} points" in summary
-  first = analyses[la.FULL_LABELS_FIRST_GRID]
-  first_random = next(c for c in first["comparisons"]
-                      if (c["task"], c["start"], c["against"]) == ("cola", "electra", "random_init"))
-  electra = first["tasks"]["cola"]["groups"]["electra"]
-  assert (f"(ELECTRA {electra['mean']:.1f} ± {electra['sd']:.1f}, "
-          f"{first_random['difference']:+.1f}, Holm {first_random['p_holm']:.2f})") in summary
-  section = " ".join(_readme_section().split())
-  assert (f"random initialisation {groups['random_init']['mean']:.1f}, "
-          f"Holm {random['p_holm']:.2f}") in section
-  sst_means = sorted(g["mean"] for g in sst["groups"].values())
-  assert (f"on SST-2 all are level ({sst_means[0]:.1f}-{sst_means[-1]:.1f}%, Naive Bayes "
-          f"{sst['baselines']['naive_bayes']:.1f}%)") in section
+  means = sorted(g["mean"] for g in sst["groups"].values())
+  assert (f"all three level ({means[0]:.1f}-{means[-1]:.1f}%) and barely above a Naive Bayes "
+          f"({sst['baselines']['naive_bayes']:.1f}%)") in summary
+  assert (f"chunking {chunk['groups']['random_init']['mean']:.1f} F1, ELECTRA "
+          f"{chunk['groups']['electra']['mean']:.1f}, masked LM "
+          f"{chunk['groups']['masked_lm']['mean']:.1f}") in section
+  assert "The paper's setting" not in summary
+
+
+def test_statistics_rederived_independently_with_scipy():
+  """A standalone re-derivation over the committed JSON, with scipy's own
+  tests and none of learning_analysis: every run-as-unit comparison's
+  difference, Welch p and exact permutation p, and the seeds' random side."""
+  def permutation(a, b):
+    return stats.permutation_test(
+        (a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="independent", vectorized=True, n_resamples=np.inf).pvalue
+  results = json.loads((STUDY_DIR / "full_labels" / "results.json").read_text())
+  stored = {(c["task"], c["start"], c["against"]): c for c in results["analysis"]["comparisons"]}
+  for (task, start, against), c in stored.items():
+    a, b = ([r["dev"] for s, r in sorted(results["finetuning"][task].items())
+             if s.rsplit("_seed", 1)[0] == group] for group in (start, against))
+    assert c["difference"] == pytest.approx(np.mean(a) - np.mean(b))
+    assert c["p"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    assert c["p_permutation"] == pytest.approx(permutation(a, b))
+  main = json.loads((STUDY_DIR / "large_corpus" / "results.json").read_text())
+  seeds = json.loads((STUDY_DIR / la.SEEDS_STUDY / "analysis.json").read_text())["analysis"]
+  for c in seeds["comparisons"]:
+    means = []
+    for group in (c["start"], c["against"]):
+      if group == "random_init":
+        means.append(list(main["finetuning_labels100"][c["task"]]["random_init"]["runs"].values()))
+        continue
+      runs = []
+      for seed in (1, 2, 3):
+        run = json.loads((STUDY_DIR / la.SEEDS_STUDY / f"seed{seed}" / "results.json").read_text())
+        start = {"electra": "electra_2000", "masked_lm": "mlm_3280"}[group]
+        scores = run["finetuning_labels100"][c["task"]][start]["runs"]
+        runs.append(np.mean([scores[str(f)] for f in range(1, 6)]))
+      means.append(runs)
+    assert c["difference"] == pytest.approx(np.mean(means[0]) - np.mean(means[1]))
+    assert c["p"] == pytest.approx(stats.ttest_ind(*means, equal_var=False).pvalue)
+    assert c["p_permutation"] == pytest.approx(permutation(*means))
 
 
 def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
@@ -389,19 +415,3 @@ def test_embedded_default_figures_are_the_committed_run():
   assert row in _read(LEARNING_MD)
   readme = " ".join(_read(README).split())
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
-
-
-def test_same_machine_rerun_quoted_is_the_committed_one():
-  """learning.md's "bit for bit" for ELECTRA's rerun restates
-  recreated_checkpoints.json: no tensor differs and the evaluation is the
-  re-created run's."""
-  recreated = json.loads((STUDY_DIR / "full_labels" / "recreated_checkpoints.json").read_text(
-      encoding="utf-8"))
-  rerun = recreated["same_machine_rerun"]
-  assert rerun["numeric_tensors_differing"] == 0 and rerun["largest_abs_difference"] == 0.0
-  run = next(r for r in recreated["runs"]
-             if (r["objective"], r["seed"]) == (rerun["objective"], rerun["seed"]))
-  assert rerun["evaluation"] == run["recreated"]
-  text = " ".join(_read(LEARNING_MD).split())
-  assert (f"bit for bit, all {rerun['numeric_tensors']} numeric tensors and every held-out "
-          "figure") in text

@@ -34,8 +34,9 @@ its selection set chose (analyse_full_labels).
 
 --write stores the analysis as `analysis` (and `pretraining_runs` where a
 results.json lacks them) in each results.json and rewrites the tables between
-`<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc; without it, the
-tool exits 1 if any stored analysis or table differs from the recomputed one.
+`<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc (DOC_TABLES must be
+there; any other table may be); without it, the tool exits 1 if any stored
+analysis or table differs from the recomputed one.
 """
 
 from __future__ import annotations
@@ -132,21 +133,23 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
   """The exact two-sided permutation p of mean(a) - mean(b): over every way of
   splitting the pooled values into groups of len(a) and len(b), twice the
   smaller share of splits whose difference is at most / at least the
-  observed one (ties within 1e-14 of it count), capped at 1, as
-  scipy.stats.permutation_test(permutation_type="independent") computes it
-  exactly. No distributional assumption: with 3 runs a side its smallest
-  value is 2/20 = 0.10. None when a side is empty."""
+  observed one, capped at 1, as scipy.stats.permutation_test
+  (permutation_type="independent") computes it exactly. Differences within
+  1e-9 of the data's scale of the observed one count as ties (scores such as
+  accuracies tie exactly; float sums must not break them). No distributional
+  assumption: with 3 runs a side its smallest value is 2/20 = 0.10. None
+  when a side is empty."""
   if not a or not b:
     return None
   import numpy as np  # pylint: disable=g-import-not-at-top
   pooled = np.asarray(list(a) + list(b), dtype=np.float64)
-  total, n = pooled.sum(), len(a)
-  sums = np.fromiter((sum(pooled[i] for i in chosen)
-                      for chosen in itertools.combinations(range(len(pooled)), n)),
-                     dtype=np.float64)
-  null = sums / n - (total - sums) / len(b)
+  chosen = np.zeros((math.comb(len(pooled), len(a)), len(pooled)), dtype=bool)
+  for row, members in enumerate(itertools.combinations(range(len(pooled)), len(a))):
+    chosen[row, list(members)] = True
+  null = (np.where(chosen, pooled, 0.0).sum(axis=1) / len(a)
+          - np.where(chosen, 0.0, pooled).sum(axis=1) / len(b))
   observed = float(np.mean(a) - np.mean(b))
-  tolerance = abs(1e-14 * observed)
+  tolerance = 1e-9 * float(np.max(np.abs(pooled)) or 1.0)
   at_most = np.count_nonzero(null <= observed + tolerance)
   at_least = np.count_nonzero(null >= observed - tolerance)
   return min(1.0, 2 * min(at_most, at_least) / len(null))
@@ -905,6 +908,10 @@ def seeds_pretraining_table(evals: Sequence[Dict]) -> str:
   return "\n".join(lines)
 
 
+# The tables learning.md shows, one a readout (the others are in each
+# results.json's analysis).
+DOC_TABLES = ("large_corpus_seeds", "budget_400_steps/finetuning", FULL_LABELS_STUDY,
+              REPRESENTATION_STUDY)
 TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
 
 
@@ -985,7 +992,7 @@ def main() -> int:
   documented = doc_tables(text)
   stale += [f"{doc}: table {name}" for name in documented
             if name in tables and documented[name] != tables[name]]
-  stale += [f"{doc}: table {name} missing" for name in tables if name not in documented]
+  stale += [f"{doc}: table {name} missing" for name in DOC_TABLES if name not in documented]
   if FLAGS.write:
     doc.write_text(rewrite_doc(text, tables), encoding="utf-8")
     for line in stale:
