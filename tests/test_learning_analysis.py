@@ -380,6 +380,31 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   assert table[2] == "| ELECTRA, seed 1 | 2,000 | - | 0.510 | - | - | - | - |"
 
 
+def test_defect_checks_read_each_runs_curve(tmp_path):
+  """A full_label_study work dir run with --epoch_metrics: its curve, row by
+  row, with the layers' norms combined."""
+  points = [{"step": step, "dev": {"chunk": {"f1": f1}}, "train_loss": loss,
+             "weight_norms": {"embeddings": 10.0 + step, "layer_0": 3.0, "layer_1": 4.0 + step,
+                              "heads": 1.0}}
+            for step, f1, loss in ((0, 0.5, None), (1, 40.0, 0.9), (2, 60.0, 0.4))]
+  results = {"settings": {"finetuning_hparams": {"layerwise_lr_decay": 1.0},
+                          "num_train_epochs": {"chunk": 2.0}},
+             "finetuning": {"chunk": {"official_step0": {"runs": {"0.003": {
+                 "selection": 61.0, "dev": 60.0, "epochs": points}}}}}}
+  path = tmp_path / la.DEFECT_STUDY / "decay10" / "results.json"
+  path.parent.mkdir(parents=True)
+  path.write_text(json.dumps(results))
+  analysis = la.analyse_defect_checks(tmp_path)
+  row = analysis["checks"]["decay10"][0]
+  assert row["dev_by_epoch"] == [0.5, 40.0, 60.0] and row["train_loss_by_epoch"] == [0.9, 0.4]
+  assert row["layers_norm"] == [5.0, pytest.approx(math.sqrt(9 + 25)), pytest.approx(
+      math.sqrt(9 + 36))]
+  assert la.defect_checks_table(analysis).splitlines()[2] == (
+      "| decay10: official_step0 | 0.003, 1, 2 | 0.5, 40.0, 60.0 | 0.900, 0.400 | "
+      "10.0 → 12.0; 5.0 → 6.7 |")
+  assert la.analyse_defect_checks(tmp_path / "none") is None
+
+
 def test_official_trajectory_figures_are_the_committed_run():
   """learning.md's table against the official learning curve, its eval line
   and the README's figure restate `official_trajectory.json` (the tool's

@@ -77,6 +77,8 @@ def define_flags() -> None:
 ALPHA = 0.05
 BASELINE_NAMES = "most frequent tag; Naive Bayes, counts / presence (majority class)"
 TASK_TITLE = {"chunk": "chunking F1", "sst": "SST-2 accuracy", "cola": "CoLA MCC x 100"}
+# The key of each task's score in run_finetuning.py's metrics.
+TASK_METRIC_KEY = {"chunk": "f1", "sst": "accuracy", "cola": "mcc"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -622,6 +624,59 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
   return out
 
 
+DEFECT_STUDY = "defect_checks"
+
+
+def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
+  """The defect checks: defect_checks/<check>/results.json, each a
+  tools/full_label_study.py work dir run with --epoch_metrics at one
+  learning rate. Per check and start: the rate, layer-wise decay and epochs,
+  and the run's curve: dev score, mean training loss per example and the
+  weight norms of the embeddings and of the Transformer layers (the root of
+  their squares summed) before the first step and after each epoch."""
+  paths = sorted((study_dir / DEFECT_STUDY).glob("*/results.json"))
+  if not paths:
+    return None
+  checks = {}
+  for path in paths:
+    results = json.loads(path.read_text())
+    settings = results["settings"]
+    for task, by_start in results["finetuning"].items():
+      metric = TASK_METRIC_KEY[task]
+      for start, record in sorted(by_start.items()):
+        for lr, run in sorted(record["runs"].items()):
+          points = run["epochs"]
+          layers = [math.sqrt(sum(v ** 2 for k, v in p["weight_norms"].items()
+                                  if k.startswith("layer_"))) for p in points]
+          checks.setdefault(path.parent.name, []).append({
+              "task": task, "start": start, "learning_rate": float(lr),
+              "layerwise_lr_decay": settings["finetuning_hparams"].get(
+                  "layerwise_lr_decay", 0.8),
+              "epochs": settings["num_train_epochs"][task], "dev": run["dev"],
+              "dev_by_epoch": [p["dev"][task][metric] for p in points],
+              "train_loss_by_epoch": [p["train_loss"] for p in points[1:]],
+              "embeddings_norm": [p["weight_norms"]["embeddings"] for p in points],
+              "layers_norm": layers})
+  return {"checks": checks}
+
+
+def defect_checks_table(analysis: Dict) -> str:
+  """One row per check and start: its settings and its curve, epoch by epoch."""
+  lines = ["| check: start | rate, layer-wise decay, epochs | dev score before training, then "
+           "after each epoch | training loss per example, each epoch | weight norm, embeddings; "
+           "layers (start → end) |", "|---|---|---|---|---|"]
+  for check, rows in sorted(analysis["checks"].items()):
+    for row in rows:
+      lines.append(
+          f"| {check}: {row['start']} | {row['learning_rate']:g}, "
+          f"{row['layerwise_lr_decay']:g}, {row['epochs']:g} | "
+          + ", ".join(f"{v:.1f}" for v in row["dev_by_epoch"]) + " | "
+          + ", ".join(f"{v:.3f}" for v in row["train_loss_by_epoch"]) + " | "
+          f"{row['embeddings_norm'][0]:.1f} → {row['embeddings_norm'][-1]:.1f}; "
+          f"{row['layers_norm'][0]:.1f} → {row['layers_norm'][-1]:.1f} |")
+  return "\n".join(lines)
+
+
 REPRESENTATION_STUDY = "representation_probe"
 REPRESENTATION_TASKS = ("sst", "cola", "chunk")
 REPRESENTATION_STATS = ("uncentered_mean_cosine", "centered_mean_cosine", "mean_share",
@@ -874,7 +929,7 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   large_corpus_seeds when the seeds ran and full_labels (and its first grid) when they ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study in (SEEDS_STUDY, REPRESENTATION_STUDY) + FULL_LABELS_STUDIES:
+    if study in (SEEDS_STUDY, REPRESENTATION_STUDY, DEFECT_STUDY) + FULL_LABELS_STUDIES:
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -890,6 +945,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
       tables[study] = full_labels_tables(analyses[study])
   if analyses.get(REPRESENTATION_STUDY):
     tables[REPRESENTATION_STUDY] = representation_tables(analyses[REPRESENTATION_STUDY])
+  if analyses.get(DEFECT_STUDY):
+    tables[DEFECT_STUDY] = defect_checks_table(analyses[DEFECT_STUDY])
   return tables
 
 
@@ -932,6 +989,7 @@ def analysis_paths() -> Dict[str, str]:
   """Where each study's `analysis` is stored, relative to the studies' folder."""
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
+  paths[DEFECT_STUDY] = f"{DEFECT_STUDY}/analysis.json"
   for study in FULL_LABELS_STUDIES + (REPRESENTATION_STUDY,):
     paths[study] = f"{study}/results.json"
   return paths
@@ -951,6 +1009,9 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   if representations.exists():
     analyses[REPRESENTATION_STUDY] = analyse_representations(
         json.loads(representations.read_text()), data_dir)
+  defects = analyse_defect_checks(study_dir)
+  if defects:
+    analyses[DEFECT_STUDY] = defects
   return analyses
 
 
@@ -978,7 +1039,7 @@ def main() -> int:
       stale.append(str(path))
       if FLAGS.write:
         stored["analysis"] = analysis
-        if name != SEEDS_STUDY and "pretraining_runs" not in stored:
+        if name not in (SEEDS_STUDY, DEFECT_STUDY) and "pretraining_runs" not in stored:
           stored["pretraining_runs"] = pretraining_runs_of(stored)
         path.write_text(json.dumps(stored, indent=1, sort_keys=True))
   if FLAGS.write:  # the probes' runs, for a reader's script
