@@ -113,6 +113,8 @@ def test_decisive_power_figures_are_the_committed_sds():
   text = " ".join(_read(LEARNING_MD).split())
   figures = {(name, alpha): la.detectable_difference(*sds[name], 12, alpha)
              for name in sds for alpha in (0.025, 0.05)}
+  assert la.DECISIVE_DIFFERENCES == {"full_labels": round(figures[("full", 0.025)], 2),
+                                     "labels100": round(figures[("labels100", 0.025)], 2)}
   assert (f"a difference of {figures[('full', 0.025)]:.2f} F1 at full labels and "
           f"{figures[('labels100', 0.025)]:.2f} F1 at 100 labels at 0.025 (Holm's first step), "
           f"{figures[('full', 0.05)]:.2f} and {figures[('labels100', 0.05)]:.2f} at 0.05") in text
@@ -378,6 +380,53 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
       (1, 0.51), (2, 0.52), (3, 0.53)]
   table = la.seeds_pretraining_table(seeds["pretraining_evals"]).splitlines()
   assert table[2] == "| ELECTRA, seed 1 | 2,000 | - | 0.510 | - | - | - | - |"
+
+
+def _decisive_runs(root, scores):
+  """A decisive/ folder with the given {seed: (electra, masked LM)} scores on
+  both endpoints (100 labels: 10 fine-tuning seeds around the score)."""
+  full = {}
+  for seed, (electra, masked) in scores.items():
+    by_start = {start: {"runs": {str(f): score + (f - 5.5) / 10 for f in range(1, 11)}}
+                for start, score in (("electra_2000", electra), ("mlm_3280", masked))}
+    path = root / la.DECISIVE_STUDY / f"seed{seed}" / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"settings": {"model": {"seed": seed}, "steps": 2000,
+                                             "mlm_steps": {"2000": 3280}},
+                                "finetuning_labels100": {"chunk": by_start}}))
+    full[f"electra_seed{seed}"] = {"dev": electra + 20}
+    full[f"masked_lm_seed{seed}"] = {"dev": masked + 20}
+  path = root / la.DECISIVE_STUDY / "full_labels" / "results.json"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps({"finetuning": {"chunk": full}}))
+
+
+def test_decisive_experiment_shows_no_difference_before_it_is_complete(tmp_path):
+  rng = np.random.default_rng(5)
+  scores = {seed: (38.0 + rng.normal(0, 0.3), 38.5 + rng.normal(0, 0.3)) for seed in range(11, 23)}
+  assert la.analyse_decisive(tmp_path) is None
+  _decisive_runs(tmp_path, {s: scores[s] for s in range(11, 16)})
+  early = la.analyse_decisive(tmp_path)
+  assert early["runs_done"]["labels100"] == {"electra": 5, "masked_lm": 5}
+  assert early["interim"] is None and early["endpoints"] is None
+  assert "38." not in la.decisive_table(early)  # no score, no difference
+  _decisive_runs(tmp_path, {s: scores[s] for s in range(11, 18)})
+  interim = la.analyse_decisive(tmp_path)
+  first6 = [[scores[s][arm] for s in range(11, 17)] for arm in (0, 1)]
+  pooled = math.sqrt((np.var(first6[0], ddof=1) + np.var(first6[1], ddof=1)) / 2)
+  assert interim["interim"]["endpoints"]["labels100"]["pooled_sd"] == pytest.approx(pooled)
+  assert interim["interim"]["runs_an_arm"] == 12 and interim["endpoints"] is None
+  assert "not before every run is in" in la.decisive_table(interim)
+  _decisive_runs(tmp_path, scores)
+  final = la.analyse_decisive(tmp_path)
+  by_endpoint = {c["endpoint"]: c for c in final["endpoints"]}
+  electra = [scores[s][0] for s in range(11, 23)]
+  masked = [scores[s][1] for s in range(11, 23)]
+  assert by_endpoint["labels100"]["p"] == pytest.approx(
+      stats.ttest_ind(electra, masked, equal_var=False).pvalue)
+  assert by_endpoint["full_labels"]["difference"] == pytest.approx(
+      np.mean(electra) - np.mean(masked))
+  assert [c["p_holm"] for c in final["endpoints"]] == la.holm([c["p"] for c in final["endpoints"]])
 
 
 def test_defect_checks_read_each_runs_curve(tmp_path):

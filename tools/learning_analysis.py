@@ -145,16 +145,21 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
     return None
   import numpy as np  # pylint: disable=g-import-not-at-top
   pooled = np.asarray(list(a) + list(b), dtype=np.float64)
-  chosen = np.zeros((math.comb(len(pooled), len(a)), len(pooled)), dtype=bool)
-  for row, members in enumerate(itertools.combinations(range(len(pooled)), len(a))):
-    chosen[row, list(members)] = True
-  null = (np.where(chosen, pooled, 0.0).sum(axis=1) / len(a)
-          - np.where(chosen, 0.0, pooled).sum(axis=1) / len(b))
   observed = float(np.mean(a) - np.mean(b))
   tolerance = 1e-9 * float(np.max(np.abs(pooled)) or 1.0)
-  at_most = np.count_nonzero(null <= observed + tolerance)
-  at_least = np.count_nonzero(null >= observed - tolerance)
-  return min(1.0, 2 * min(at_most, at_least) / len(null))
+  splits = itertools.combinations(range(len(pooled)), len(a))
+  at_most = at_least = total = 0
+  while True:  # in blocks, so that 12 runs against 12 (2.7M splits) fit in memory
+    block = np.fromiter(itertools.chain.from_iterable(itertools.islice(splits, 100_000)),
+                        dtype=np.int64).reshape(-1, len(a))
+    if not len(block):
+      break
+    sums = pooled[block].sum(axis=1)
+    null = sums / len(a) - (pooled.sum() - sums) / len(b)
+    at_most += np.count_nonzero(null <= observed + tolerance)
+    at_least += np.count_nonzero(null >= observed - tolerance)
+    total += len(block)
+  return min(1.0, 2 * min(at_most, at_least) / total)
 
 
 def runs_compared(a: Sequence[float], b: Sequence[float]) -> Dict:
@@ -624,6 +629,101 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
   return out
 
 
+DECISIVE_STUDY = "decisive"
+# Pre-registered (learning.md, "The decisive experiment"): runs an arm, the
+# differences 12 runs detect with the three-run sds at Holm's first step, the
+# interim after 6 runs an arm, and the cap on the runs it may call for.
+DECISIVE_RUNS, DECISIVE_INTERIM, DECISIVE_MAXIMUM = 12, 6, 20
+DECISIVE_DIFFERENCES = {"full_labels": 1.12, "labels100": 0.40}
+DECISIVE_ALPHA = 0.025
+
+
+def decisive_scores(study_dir: pathlib.Path) -> Dict[str, Dict[str, Dict[str, float]]]:
+  """{endpoint: {objective: {seed: score}}} of the decisive experiment's
+  committed runs: labels100, a pre-training run's mean chunking dev F1 over
+  its fine-tuning seeds (decisive/seed<S>/results.json, once it has all 10);
+  full_labels, its dev F1 at the rate its selection set chose
+  (decisive/full_labels/results.json)."""
+  scores: Dict[str, Dict[str, Dict[str, float]]] = {
+      "full_labels": {"electra": {}, "masked_lm": {}},
+      "labels100": {"electra": {}, "masked_lm": {}}}
+  for path in sorted((study_dir / DECISIVE_STUDY).glob("seed*/results.json")):
+    results = json.loads(path.read_text())
+    seed = str(results["settings"]["model"]["seed"])
+    steps = results["settings"]["steps"]
+    by_start = results.get("finetuning_labels100", {}).get("chunk", {})
+    for objective, start in (("electra", f"electra_{steps}"),
+                             ("masked_lm", f"mlm_{results['settings']['mlm_steps'][str(steps)]}")):
+      runs = by_start.get(start, {}).get("runs", {})
+      if len(runs) == 10:
+        scores["labels100"][objective][seed] = sum(runs.values()) / len(runs)
+  full = study_dir / DECISIVE_STUDY / "full_labels" / "results.json"
+  if full.exists():
+    for start, record in json.loads(full.read_text())["finetuning"].get("chunk", {}).items():
+      objective, seed = start.rsplit("_seed", 1)
+      if "dev" in record:
+        scores["full_labels"][objective][seed] = record["dev"]
+  return scores
+
+
+def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
+  """The decisive experiment as pre-registered. Runs done per endpoint and
+  arm; from DECISIVE_INTERIM runs an arm on every endpoint, the interim: each
+  endpoint's sd within arms (the arms' variances pooled; no mean, no
+  difference) and the runs an arm that give 80% power for its
+  DECISIVE_DIFFERENCES at DECISIVE_ALPHA (the largest over the endpoints,
+  at least DECISIVE_RUNS, at most DECISIVE_MAXIMUM); once every endpoint has
+  that many runs an arm, the endpoints: ELECTRA − masked LM, Welch over run
+  scores with an exact permutation p, Holm over the two. None before a run."""
+  scores = decisive_scores(study_dir)
+  done = {endpoint: {objective: len(runs) for objective, runs in arms.items()}
+          for endpoint, arms in scores.items()}
+  if not any(n for arms in done.values() for n in arms.values()):
+    return None
+  out: Dict = {"runs_done": done, "interim": None, "endpoints": None}
+  if all(n >= DECISIVE_INTERIM for arms in done.values() for n in arms.values()):
+    interim = {}
+    for endpoint, arms in scores.items():
+      first = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:DECISIVE_INTERIM]]
+               for o in ("electra", "masked_lm")]
+      pooled = math.sqrt(sum(mean_sd(values)[1] ** 2 for values in first) / 2)
+      interim[endpoint] = {"pooled_sd": pooled, "runs_needed": runs_needed(
+          pooled, pooled, DECISIVE_DIFFERENCES[endpoint], DECISIVE_ALPHA, DECISIVE_RUNS,
+          DECISIVE_MAXIMUM)}
+    out["interim"] = {"endpoints": interim, "runs_an_arm": max(
+        e["runs_needed"] for e in interim.values())}
+    planned = out["interim"]["runs_an_arm"]
+    if all(n >= planned for arms in done.values() for n in arms.values()):
+      comparisons = []
+      for endpoint, arms in scores.items():
+        values = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:planned]]
+                  for o in ("electra", "masked_lm")]
+        comparisons.append({"endpoint": endpoint, "start": "electra", "against": "masked_lm",
+                            **runs_compared(*values)})
+      holm_both(comparisons)
+      out["endpoints"] = comparisons
+  return out
+
+
+def decisive_table(analysis: Dict) -> str:
+  """Where the decisive experiment stands: runs done, the interim, and the
+  endpoints once complete (until then no difference is shown)."""
+  lines = ["| primary endpoint (chunking) | runs done: ELECTRA / masked LM | interim: sd within "
+           "arms (6 runs each) | runs an arm it calls for | ELECTRA − masked LM (difference "
+           "[95% CI]; Welch p, Holm over 2; exact permutation p, Holm) |", "|---|---|---|---|---|"]
+  endpoints = {c["endpoint"]: c for c in analysis["endpoints"] or []}
+  for endpoint, label in (("full_labels", "full training set, 4-rate rule"),
+                          ("labels100", "100 labels, mean of 10 fine-tuning seeds")):
+    interim = (analysis["interim"] or {}).get("endpoints", {}).get(endpoint)
+    lines.append(f"| {label} | {analysis['runs_done'][endpoint]['electra']} / "
+                 f"{analysis['runs_done'][endpoint]['masked_lm']} | "
+                 + (f"{interim['pooled_sd']:.2f} | {interim['runs_needed']}" if interim
+                    else "- | -") + " | "
+                 + (comparison_cell(endpoints[endpoint]) if endpoint in endpoints
+                    else "not before every run is in") + " |")
+  return "\n".join(lines)
+
+
 DEFECT_STUDY = "defect_checks"
 
 
@@ -929,7 +1029,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   large_corpus_seeds when the seeds ran and full_labels (and its first grid) when they ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study in (SEEDS_STUDY, REPRESENTATION_STUDY, DEFECT_STUDY) + FULL_LABELS_STUDIES:
+    if study in (SEEDS_STUDY, REPRESENTATION_STUDY, DEFECT_STUDY,
+                 DECISIVE_STUDY) + FULL_LABELS_STUDIES:
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -947,6 +1048,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
     tables[REPRESENTATION_STUDY] = representation_tables(analyses[REPRESENTATION_STUDY])
   if analyses.get(DEFECT_STUDY):
     tables[DEFECT_STUDY] = defect_checks_table(analyses[DEFECT_STUDY])
+  if analyses.get(DECISIVE_STUDY):
+    tables[DECISIVE_STUDY] = decisive_table(analyses[DECISIVE_STUDY])
   return tables
 
 
@@ -990,6 +1093,7 @@ def analysis_paths() -> Dict[str, str]:
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
   paths[DEFECT_STUDY] = f"{DEFECT_STUDY}/analysis.json"
+  paths[DECISIVE_STUDY] = f"{DECISIVE_STUDY}/analysis.json"
   for study in FULL_LABELS_STUDIES + (REPRESENTATION_STUDY,):
     paths[study] = f"{study}/results.json"
   return paths
@@ -1012,6 +1116,9 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   defects = analyse_defect_checks(study_dir)
   if defects:
     analyses[DEFECT_STUDY] = defects
+  decisive = analyse_decisive(study_dir)
+  if decisive:
+    analyses[DECISIVE_STUDY] = decisive
   return analyses
 
 
@@ -1039,7 +1146,8 @@ def main() -> int:
       stale.append(str(path))
       if FLAGS.write:
         stored["analysis"] = analysis
-        if name not in (SEEDS_STUDY, DEFECT_STUDY) and "pretraining_runs" not in stored:
+        if name not in (SEEDS_STUDY, DEFECT_STUDY, DECISIVE_STUDY) and (
+            "pretraining_runs" not in stored):
           stored["pretraining_runs"] = pretraining_runs_of(stored)
         path.write_text(json.dumps(stored, indent=1, sort_keys=True))
   if FLAGS.write:  # the probes' runs, for a reader's script
