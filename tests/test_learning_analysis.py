@@ -455,9 +455,10 @@ def test_defect_checks_read_each_runs_curve(tmp_path):
 
 
 def test_official_trajectory_figures_are_the_committed_run():
-  """learning.md's table against the official learning curve, its eval line
-  and the README's figure restate `official_trajectory.json` (the tool's
-  --json summary), window by window."""
+  """learning.md's table against the official learning curve (five seeds a
+  side, each window's exact permutation p), its eval line, the summary's
+  residue and the README's figures restate `official_trajectory.json` (the
+  tool's --json summary), window by window."""
   run = json.loads((STUDY_DIR / "official_trajectory.json").read_text(encoding="utf-8"))
   text = _read(LEARNING_MD)
   windows = run["windows"]
@@ -465,18 +466,25 @@ def test_official_trajectory_figures_are_the_committed_run():
     cells = [window]
     for loss in ("mlm_loss", "disc_loss"):
       w = windows[loss][window]
+      assert len(w["official"]) == len(w["ours"]) == 5
+      assert w["p_permutation"] == pytest.approx(la.permutation_p(w["ours"], w["official"]))
       cells += [f"{w['official_mean']:.3f} ({w['official_min']:.3f}-{w['official_max']:.3f})",
-                " / ".join(f"{x:.3f}" for x in w["ours"])]
+                f"{np.mean(w['ours']):.3f} ({min(w['ours']):.3f}-{max(w['ours']):.3f})",
+                f"{w['p_permutation']:.2f}"]
     assert "| " + " | ".join(cells) + " |" in text, window
   recall = run["eval"]["disc_recall"]
   assert ("`disc_recall` " + ", ".join(f"{x:.2f}" for x in recall["official"]) + " / "
           + ", ".join(f"{x:.2f}" for x in recall["ours"])) in text
-  last = windows["mlm_loss"]["301-400"]
-  readme = " ".join(_read(README).split())
-  assert (f"steps 301-400 is {min(last['ours']):.2f}-{max(last['ours']):.2f} against the "
-          f"official seeds' {last['official_min']:.2f}-{last['official_max']:.2f}") in readme
-  gaps = [windows["mlm_loss"][w]["gap"] for w in windows["mlm_loss"]]
-  assert f"generator {min(gaps):.2f}-{max(gaps):.2f} nats behind" in " ".join(text.split())
+  early, middle = windows["mlm_loss"]["101-200"], windows["mlm_loss"]["201-300"]
+  assert min(early["ours"]) > max(early["official"])  # every seed above: the residue
+  assert (f"the generator is {early['gap']:.2f} nats behind at steps 101-200 on every seed "
+          f"(exact permutation p {early['p_permutation']:.3f};") in _flat(_summary())
+  readme = _flat(_read(README))
+  assert (f"our mlm_loss over steps 101-200 is {early['gap']:.2f} nats above the official mean "
+          f"(every seed), over 201-300 within the official seeds' range "
+          f"({min(middle['ours']):.2f}-{max(middle['ours']):.2f} against "
+          f"{middle['official_min']:.2f}-{middle['official_max']:.2f};") in readme
+  assert len(run["curves"]["official"]) == len(run["curves"]["ours"]) == 5
 
 
 def test_embedded_default_figures_are_the_committed_run():
