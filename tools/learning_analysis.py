@@ -1071,7 +1071,7 @@ def seeds_pretraining_table(evals: Sequence[Dict]) -> str:
 # The tables learning.md shows, one a readout (the others are in each
 # results.json's analysis).
 DOC_TABLES = ("large_corpus_seeds", "budget_400_steps/finetuning", FULL_LABELS_STUDY,
-              REPRESENTATION_STUDY)
+              REPRESENTATION_STUDY, DEFECT_STUDY)
 TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
 
 
