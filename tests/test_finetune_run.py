@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, conversion, errors
+from electra_tf import checkpoints, conversion, curves, errors
 from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
@@ -289,6 +289,32 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
   assert f"Restored trial 1 from {previous}" in log
   assert f"step {steps}/{steps} = 100.0%" in log
   assert tf.train.latest_checkpoint(trial_dir) == final
+
+
+def test_epoch_metrics_record_dev_scores_losses_and_norms_each_epoch(data_dir, tmp_path):
+  config = tiny_config(data_dir, tmp_path / "model", ["chunk"], num_train_epochs=2.0,
+                       log_every=1, epoch_metrics=True)
+  results = finetune_job.run(config, strategy_name="one_device")
+  points = json.loads((pathlib.Path(config.results_dir) / "epoch_metrics.json").read_text())
+  # 40 sentences in batches of 16: 3 steps an epoch; a point before training
+  # and after each epoch.
+  assert [(p["step"], p["epoch"], p["trial"]) for p in points] == [
+      (0, 0.0, 1), (3, 1.0, 1), (6, 2.0, 1)]
+  assert points[-1]["dev"]["chunk"] == {k: v for k, v in results[0]["chunk"].items()}
+  logged = curves.read_scalars(os.path.join(finetune_job.trial_dir(config, 1), "train"))["loss"]
+  assert points[0]["train_loss"] is None
+  for point, steps in ((points[1], (1, 2, 3)), (points[2], (4, 5, 6))):
+    assert point["train_loss"] == pytest.approx(np.mean([logged[s] for s in steps]) / 16)
+  # Norms per part: the embeddings, the one layer, the head; the parts'
+  # squares add up to all the weights' squares, and training moves them.
+  model = finetune_job.TrialJob(config, task_builder.get_tasks(
+      config, finetune_job.load_tokenizer(config)), tf.distribute.get_strategy(), 1,
+                                None).model
+  norms = finetune_job.weight_norms(model)
+  assert list(norms) == ["embeddings", "heads", "layer_0"]
+  total = sum(float(np.sum(np.square(w.numpy()))) for w in model.weights)
+  assert sum(v ** 2 for v in norms.values()) == pytest.approx(total, rel=1e-5)
+  assert all(points[0]["weight_norms"][k] != points[2]["weight_norms"][k] for k in norms)
 
 
 # ------------------------------------------------------------ the pieces

@@ -319,6 +319,46 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   assert "its runs began with other settings (learning_rates differ" in other.stderr
 
 
+def test_named_starts_hparam_overrides_and_the_curve_runs_order(tmp_path, monkeypatch):
+  (tmp_path / "step0.index").write_text("")
+  assert fls.named_starts([f"official={tmp_path}/step0"], ["electra_seed1"]) == {
+      "official": str(tmp_path / "step0")}
+  for items, message in ((["official"], "is not NAME=CHECKPOINT"),
+                         ([f"electra_seed1={tmp_path}/step0"], "names another start too"),
+                         ([f"a={tmp_path}/step0", f"a={tmp_path}/step0"], "another start"),
+                         ([f"a={tmp_path}/none"], "is not a checkpoint prefix")):
+    with pytest.raises((fls.ConfigError, fls.CheckpointError), match=message):
+      fls.named_starts(items, ["electra_seed1"])
+  # Without study dirs: the study tool's default model and the BERT vocab.
+  default = fls.read_studies([])
+  assert default["runs"] == [] and default["vocab_file"].endswith("bert_uncased_vocab.txt")
+  assert default["model"] == learning_study.finetuning_hparams(learning_study.MODEL, 30522)
+  assert fls.override_hparams('{"layerwise_lr_decay": 1.0}') == {"layerwise_lr_decay": 1.0}
+  for text, message in (("{", "not JSON"), ("[1]", "not a JSON object"),
+                        ('{"learning_rate": 1}', "learning_rate is set by the study")):
+    with pytest.raises(fls.ConfigError, match=message):
+      fls.override_hparams(text)
+  # With epoch_metrics the run trains where the real dev set is scored (its
+  # curve is the dev set's) and is then scored on the selection set.
+  calls = []
+
+  def fake_run(data_root, task, model_dir, vocab_file, hparams, checkpoint, *extra):
+    calls.append((data_root.name, extra))
+    (model_dir / "results").mkdir(parents=True, exist_ok=True)
+    (model_dir / "results" / "chunk_dev_metrics.json").write_text(
+        json.dumps({"f1": 50.0 if data_root.name == "dev" else 60.0}))
+    (model_dir / "results" / "epoch_metrics.json").write_text('[{"step": 0}]')
+  monkeypatch.setattr(learning_study, "run_finetuning", fake_run)
+  scores = fls.finetune(tmp_path / "run", tmp_path, "chunk", "ckpt", {"epoch_metrics": True},
+                        "vocab")
+  assert calls == [("dev", ()), ("selection", ("--nodo_train",))]
+  assert scores == {"dev": 50.0, "selection": 60.0, "epochs": [{"step": 0}]}
+  calls.clear()
+  assert fls.finetune(tmp_path / "other", tmp_path, "chunk", "ckpt", {}, "vocab") == {
+      "selection": 60.0, "dev": 50.0}
+  assert calls == [("selection", ()), ("dev", ("--nodo_train",))]
+
+
 def test_a_grown_grid_forgets_choices_until_every_rate_has_run():
   results = {"settings": {"learning_rates": ["0.0001", "0.001"], "seed": 1},
              "finetuning": {"cola": {

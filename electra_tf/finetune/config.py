@@ -133,6 +133,12 @@ class FinetuningConfig(JobConfig):
   # IOB2, as official
   tagging_scheme: str = "IOB2"
 
+  # training curves (electra-tf addition): after every whole epoch (and
+  # before the first step), the dev metrics of every task, the mean training
+  # loss since the last point and the weights' norms per layer, appended to
+  # results/epoch_metrics.json (finetune/job.py, record_epoch)
+  epoch_metrics: bool = False
+
   # locations (official conventions under data_dir; see module docstring)
   init_checkpoint: str = ""
   preprocessed_data_dir: str = ""
