@@ -72,8 +72,7 @@ def readme_commands(text: str):
 
 def test_readme_is_a_newcomers_page():
   text = (REPO / "README.md").read_text(encoding="utf-8")
-  # 300 lines, and the 12 of "Use it from Python" (issue 50), which came when it was full.
-  assert len(text.splitlines()) <= 312
+  assert len(text.splitlines()) <= 300
   quickstart = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
   assert re.findall(r"```bash\n(.*?)\n```", quickstart, flags=re.S) == [
       "pip install -r requirements.txt && python run_pretraining.py",
