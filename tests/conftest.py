@@ -107,11 +107,14 @@ def pytest_terminal_summary(terminalreporter):
                                 f"compared, {len(marked)} blocks marked as not runnable here:")
     for line in marked:
       terminalreporter.write_line(f"  {line}")
-    total = sum(taken for taken, _ in cpu_seconds)
-    costliest = ", ".join(f"{where} {taken:.0f}"
-                          for taken, where in sorted(cpu_seconds, reverse=True)[:8])
-    terminalreporter.write_line(f"  CPU-seconds of the blocks: {total:.0f}; the costliest: "
-                                f"{costliest}")
+    pages = {}
+    for taken, where in cpu_seconds:
+      page = where.rsplit(":", 1)[0]
+      pages[page] = pages.get(page, 0.0) + taken
+    terminalreporter.write_line("  CPU-seconds of the blocks, by page: " + ", ".join(
+        f"{page} {taken:.0f}" for page, taken in pages.items()))
+    terminalreporter.write_line("  the costliest blocks: " + ", ".join(
+        f"{where} {taken:.0f}" for taken, where in sorted(cpu_seconds, reverse=True)[:8]))
 
 
 # Two workers (pytest.ini: --dist loadgroup): a test file stays on one worker
