@@ -58,6 +58,8 @@ PAGES = ["README.md", "docs/huggingface.md", "docs/serving.md", "docs/pretrainin
 # The pages that go on, in this order, in the clone where the README's
 # commands ran: they use its models and data, as each page says.
 FOLLOW_README = ["docs/huggingface.md", "docs/serving.md"]
+# The reason of a marked block that the README holds as well (checked).
+RUN_IN_README = "the README runs this same block"
 # What the work directory links to in the checkout: what a user's clone has.
 CHECKOUT_ENTRIES = ["run_pretraining.py", "run_finetuning.py", "data_prep", "electra_tf",
                     "tools", "tests", "requirements.txt", "pyproject.toml", "pytest.ini"]
@@ -602,9 +604,6 @@ def test_every_block_is_run_compared_or_marked():
         f"substitution {old!r} changes no block")
     assert reason
 
-
-# A marker's reason that says the README runs the same block (checked).
-RUN_IN_README = "the README runs this same block"
 
 
 def test_commands_and_transcripts_are_read_as_a_shell_reads_them():
