@@ -268,3 +268,36 @@ def test_soak_marker_counts_the_long_forms_kills():
                               text, flags=re.S).groups()
   kills = re.findall(r"--(?:tfrecords_|finetuning_)?kills=(\d+)", command)
   assert len(kills) == 3 and int(marker) == sum(map(int, kills))
+
+
+def test_ner_vs_chunk_figures_are_its_results_file():
+  """docs/finetuning.md's table and gaps restate docs/ner_vs_chunk.json."""
+  with open(REPO / "docs" / "ner_vs_chunk.json", encoding="utf-8") as f:
+    runs = json.load(f)["runs"]
+  text = " ".join(page("docs/finetuning.md").split("python -m tools.ner_vs_chunk", 1)[1]
+                  .split("**Malformed data.**", 1)[0].split())
+
+  def seeds(task, key):
+    return [runs[f"{task}_seed{seed}"][key] for seed in (0, 1)]
+
+  def both(values, form=".1f"):
+    return " and ".join(f"{value:{form}}" for value in values)
+
+  def gaps(key):
+    return [n - c for n, c in zip(seeds("ner", key), seeds("chunk", key))]
+
+  def spreads(key):
+    return [max(seeds(task, key)) - min(seeds(task, key)) for task in ("chunk", "ner")]
+
+  for task in ("chunk", "ner"):
+    cells = [", ".join(f"{value:.1f}" for value in seeds(task, key))
+             for key in ("f1", "f1_by_chunk_rule", "f1_by_conlleval_rule")]
+    assert f"| {task} | {cells[0]} | {cells[1]} | {cells[2]} |" in text, task
+  assert f"({both(gaps('f1'))} points)" in text
+  assert f"differ by {both(gaps('f1_by_conlleval_rule'), '+.1f')}" in text
+  assert f"seed spreads under that rule ({both(spreads('f1_by_conlleval_rule'))})" in text
+  assert f"lead by {both(gaps('f1_by_chunk_rule'))}" in text
+  assert f"spreads under that rule ({both(spreads('f1_by_chunk_rule'))})" in text
+  chunk_loss = seeds("chunk", "loss")
+  assert (f"{both(chunk_loss, '.2f')} are {both([loss / 2 for loss in chunk_loss], '.2f')} "
+          f"a word, against ner's {both(seeds('ner', 'loss'), '.2f')}") in text
