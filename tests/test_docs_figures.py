@@ -199,8 +199,16 @@ def test_build_tfrecords_prose_figures_are_their_benchmark_files():
   assert (f"32 copies ({thirty_two['corpus_files']} files, "
           f"{thirty_two['corpus_bytes'] / 2**20:.0f} MB)") in section
   one, two = ([b for b in thirty_two["builds"] if b["processes"] == n] for n in (1, 2))
+  two_walls = {f"{b['wall_s']:.0f}" for b in two}  # the two runs took the same
+  one_walls = " and ".join(f"{b['wall_s']:.0f}" for b in one)
+  assert len(two_walls) == 1
+  assert f"two workers finish the build in {two_walls.pop()} s where one takes {one_walls} s" in (
+      section)
   gains = " and ".join(f"{a['wall_s'] / b['wall_s']:.2f}x" for a, b in zip(one, two))
-  assert f"{gains} sooner" in section
+  rates = [" and ".join(f"{b['examples_per_s']:,}" for b in builds) for builds in (two, one)]
+  assert f"{gains} sooner (examples/s {rates[0]} against {rates[1]})" in section
+  extra = {f"{(b['peak_rss_mb'] - a['peak_rss_mb']) / 1000:.1f}" for a, b in zip(one, two)}
+  assert len(extra) == 1 and f"the second worker costs {extra.pop()} GB more" in section
 
 
 def test_serving_transcript_ranges_are_its_probabilities():
