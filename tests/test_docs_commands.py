@@ -289,7 +289,7 @@ def _json_bullet(name: str) -> str:
 def _benchmark_keys(output: str, named_in: str) -> None:
   """The benchmark's JSON line has the keys `named_in` names (`text_`/`ids_`
   `name`: both), and no other."""
-  named = set(re.findall(r"`([a-z_]+)`", named_in)) - {"text_", "ids_"}
+  named = set(re.findall(r"`([a-z_][a-z0-9_]*)`", named_in)) - {"text_", "ids_"}
   keys = set(json.loads([line for line in output.splitlines() if line.startswith("{")][-1]))
   for key in keys:
     assert key in named or key.partition("_")[2] in named, (key, named)
