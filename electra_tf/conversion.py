@@ -13,6 +13,7 @@ import numpy as np
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
 from electra_tf import hf
+from electra_tf import train_loop
 from electra_tf import vocabulary
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain.config import PretrainingConfig

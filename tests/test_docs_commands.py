@@ -275,12 +275,16 @@ def documented_eval_metrics() -> List[str]:
 
 
 def check_eval_results(work: pathlib.Path, output: str) -> None:
-  """The README's --do_eval writes the metrics docs/pretraining.md names, and
-  the step."""
+  """The README's --do_eval writes the metrics docs/pretraining.md names, the
+  step, and what it read (hf.EVALUATION_KEYS): the training records, as the
+  README says of a run without eval_tfrecords."""
   del output
+  from electra_tf import hf  # pylint: disable=g-import-not-at-top
   results = json.loads((work / "data" / "models" / "mine" / "results" /
                         "unsup_results.json").read_text(encoding="utf-8"))
-  assert sorted(results) == sorted(documented_eval_metrics() + ["global_step"]), results
+  assert sorted(results) == sorted(documented_eval_metrics() + ["global_step"] +
+                                   list(hf.EVALUATION_KEYS)), results
+  assert results["checkpoint"].endswith("ckpt-20") and results["held_out"] is False, results
 
 
 def check_log_lines(work: pathlib.Path, output: str) -> None:
