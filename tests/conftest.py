@@ -150,23 +150,30 @@ def error_line(result: subprocess.CompletedProcess) -> str:
 
 
 def pytest_terminal_summary(terminalreporter):
-  """How many documented commands ran and which blocks are marked as not
-  runnable here, with the reasons (tests/test_docs_commands.py)."""
-  ran, marked, seconds = 0, [], []
+  """How many documented commands ran and quoted outputs were compared, and
+  which blocks are marked as not runnable here, with the reasons
+  (tests/test_docs_commands.py)."""
+  ran, compared, marked, cpu_seconds = 0, 0, [], []
   for report in terminalreporter.stats.get("passed", []):
     for name, value in getattr(report, "user_properties", ()):
       if name == "documented_commands":
         ran += value["ran"]
+        compared += value["compared"]
         marked += value["marked"]
-        seconds += value["seconds"]
+        cpu_seconds += value["cpu_seconds"]
   if ran or marked:
-    terminalreporter.write_line(f"documented commands: {ran} ran, {len(marked)} blocks "
-                                "marked as not runnable here:")
+    terminalreporter.write_line(f"documented commands: {ran} ran, {compared} outputs "
+                                f"compared, {len(marked)} blocks marked as not runnable here:")
     for line in marked:
       terminalreporter.write_line(f"  {line}")
-    slowest = sorted(seconds, reverse=True)[:8]
-    terminalreporter.write_line("  slowest blocks: " + ", ".join(
-        f"{where} {taken:.0f} s" for taken, where in slowest))
+    pages = {}
+    for taken, where in cpu_seconds:
+      page = where.rsplit(":", 1)[0]
+      pages[page] = pages.get(page, 0.0) + taken
+    terminalreporter.write_line("  CPU-seconds of the blocks, by page: " + ", ".join(
+        f"{page} {taken:.0f}" for page, taken in pages.items()))
+    terminalreporter.write_line("  the costliest blocks: " + ", ".join(
+        f"{where} {taken:.0f}" for taken, where in sorted(cpu_seconds, reverse=True)[:8]))
 
 
 # Two workers (pytest.ini: --dist loadgroup): a test file stays on one worker
@@ -180,18 +187,19 @@ LONGEST_FIRST = [
     "tests/test_strategies.py", "tests/test_official_trajectory.py",
     "tests/test_learning_study.py", "tests/test_full_label_study.py",
     "tests/test_docs_commands.py[docs/pretraining.md]",
-    "tests/test_multi_worker.py", "tests/test_hf.py",
-    "tests/test_docs_commands.py[docs/huggingface.md]",
-    "tests/test_docs_commands.py[docs/serving.md]", "tests/test_training.py",
+    "tests/test_multi_worker.py", "tests/test_hf.py", "tests/test_training.py",
     "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
 ]
 
 
 def scheduling_unit(item: pytest.Item) -> str:
-  """The file, or for a documented-commands test its page."""
+  """The file, or for a documented-commands test the first page of its
+  clone (the pages that go on in the README's clone run after it)."""
   path = item.nodeid.split("::")[0]
   page = getattr(item, "callspec", None) and item.callspec.params.get("page")
-  return f"{path}[{page}]" if path.endswith("test_docs_commands.py") and page else path
+  if path.endswith("test_docs_commands.py") and page:
+    return f"{path}[{item.module.first_page(page)}]"
+  return path
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

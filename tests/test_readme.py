@@ -82,6 +82,20 @@ def test_readme_is_a_newcomers_page():
     assert (REPO / link).is_file(), link
 
 
+def test_readme_names_every_package_the_install_brings():
+  """The Requirements paragraph names pyproject.toml's dependencies and its
+  `test` extra, each by its distribution name."""
+  text = (REPO / "README.md").read_text(encoding="utf-8")
+  requirements = text.split("Requirements:", 1)[1].split("\n\n", 1)[0]
+  project = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+  dependencies = project.split("dependencies = [", 1)[1].split("]", 1)[0]
+  extra = project.split("\ntest = [", 1)[1].split("]", 1)[0]
+  names = re.findall(r'"([A-Za-z][\w-]*)', dependencies + extra)
+  assert len(names) >= 14
+  for name in names:
+    assert f"`{name}" in requirements, name
+
+
 def test_readme_commands_are_parsed():
   commands = readme_commands((REPO / "README.md").read_text(encoding="utf-8"))
   scripts = {argv[0] if argv[0] != "-m" else argv[1] for argv, _ in commands}
