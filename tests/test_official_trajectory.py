@@ -3,13 +3,14 @@
 `../shared/fixtures/official_trajectory/` holds the official code's step-0
 weights of a small ELECTRA, its hparams, its TFRecords and its per-step
 curves for three seeds.  Here our job trains from those weights on those
-records for 300 of the 400 scheduled steps and its window means (steps 1-100,
-101-200, 201-300) are compared with the official seeds'.  Our seed differs
+records for 250 of the 400 scheduled steps and its window means (steps 1-100,
+101-200, 151-250) are compared with the official seeds'.  Our seed differs
 from theirs in every random stream, so the bounds are the official spread
 plus what our own seeds spread (tools/official_trajectory.py runs the full
-comparison).  The generator learning ~0.12 nats too slowly over steps
-101-300 (the gradient clip measuring sparse gradients' rows instead of their
-dense norm, fixed) is outside them.
+comparison).  The generator learning too slowly from step ~150 on (token
+types by a gather, whose gradient rows the clip measured instead of their
+dense norm; fixed) is outside them.  Why these windows, with the figures:
+docs/results/suite_speedup_ledger.md ("the official trajectory").
 """
 
 import json
@@ -23,16 +24,18 @@ from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
 from tools import official_trajectory
 
-WINDOWS = [range(1, 101), range(101, 201), range(201, 301)]
+STEPS = 250
+WINDOWS = [range(1, 101), range(101, 201), range(151, 251)]
 # Largest |our mean - official mean| allowed per window: the official seeds'
 # half-range is 0.007-0.035 (mlm) and 0.002-0.005 (disc); ours spread about
 # as much again.
 MLM_TOLERANCE = 0.15
 DISC_TOLERANCE = 0.02
-# Over steps 101-300, where the generator learns fastest: our five seeds are
-# 0.05 nats above the official mean over 101-200 and level over 201-300
-# (learning_study/official_trajectory.json); the unfixed clip's gap was 0.12.
-MLM_TOLERANCE_101_300 = 0.10
+# Over steps 151-250, the window that tells the defect above from our seeds:
+# our five seeds are -0.000 to +0.089 nats above the official mean
+# (learning_study/official_trajectory.json), the defect's seed 1 +0.131.
+DISCRIMINATING_WINDOW = "151-250"
+MLM_TOLERANCE_151_250 = 0.11
 
 
 def _window_means(per_step, windows):
@@ -45,12 +48,12 @@ def test_window_means_match_the_official_curves(official_trajectory_fixture, ber
   fixture = official_trajectory_fixture
   hparams = json.loads((fixture / "hparams.json").read_text())
   config = PretrainingConfig.create(
-      {**hparams, "seed": 1, "log_every": 1, "save_checkpoints_steps": 300,
-       "iterations_per_loop": 100},
+      {**hparams, "seed": 1, "log_every": 1, "save_checkpoints_steps": STEPS,
+       "iterations_per_loop": STEPS // 2},
       pretrain_tfrecords=str(fixture / "data" / "pretrain_data.tfrecord*"),
       vocab_file=str(bert_vocab), model_dir=str(tmp_path / "model"))
   job = PretrainingJob(config, tf.distribute.get_strategy())
-  assert job.train(init_checkpoint=str(fixture / "model.ckpt"), until_step=300) == 300
+  assert job.train(init_checkpoint=str(fixture / "model.ckpt"), until_step=STEPS) == STEPS
   ours = curves.read_scalars(str(tmp_path / "model" / "train"))
 
   runs = json.loads((fixture / "official_curves.json").read_text())["runs"]
@@ -62,11 +65,9 @@ def test_window_means_match_the_official_curves(official_trajectory_fixture, ber
       official_mean = np.mean([run[window] for run in official])
       assert abs(value - official_mean) <= tolerance, (loss, window, value, official_mean)
     if loss == "mlm_loss":
-      span = [range(101, 301)]
-      official_mean = np.mean([_window_means({s["step"]: s[loss] for s in run["steps"]},
-                                             span)["101-300"] for run in runs.values()])
-      value = _window_means(ours[loss], span)["101-300"]
-      assert value - official_mean <= MLM_TOLERANCE_101_300, (value, official_mean)
+      value = mine[DISCRIMINATING_WINDOW]
+      official_mean = np.mean([run[DISCRIMINATING_WINDOW] for run in official])
+      assert value - official_mean <= MLM_TOLERANCE_151_250, (value, official_mean)
 
 
 def test_compare_takes_more_official_runs_and_tests_each_window(official_trajectory_fixture,
