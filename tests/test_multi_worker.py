@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from electra_tf import stop_points
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import make_pretraining_data_dir, run_script
 from tests.test_strategies import FLOAT32_TOLERANCE, NO_DROPOUT
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -157,13 +157,12 @@ def data_dir(tmp_path_factory, corpus_dir, bert_vocab):
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory, data_dir):
-  """model_dir of one process on one device, global batch 8, 4 steps."""
+  """model_dir of one process on one device, global batch 8, 4 steps (the
+  reference: run in the test's process)."""
   model_dir = tmp_path_factory.mktemp("one_process") / "model"
-  result = subprocess.run(
-      [sys.executable, str(REPO / "run_pretraining.py"), f"--data_dir={data_dir}",
-       f"--model_dir={model_dir}", "--model_size=small", "--strategy=one_device",
-       "--hparams=" + json.dumps(HPARAMS)],
-      cwd=REPO, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+  result = run_script(
+      ["run_pretraining.py", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
+       "--model_size=small", "--strategy=one_device", "--hparams=" + json.dumps(HPARAMS)])
   assert result.returncode == 0, result.stderr[-3000:]
   return model_dir
 
