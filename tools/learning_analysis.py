@@ -174,7 +174,7 @@ def most_frequent_tag_f1(train: Sequence[Tuple[Sequence[str], Sequence[str]]],
   """Chunk F1 x 100 (the project's span scorer) of tagging each dev word with
   its most frequent tag in `train` (ties: the tag seen first; unseen words:
   the most frequent tag overall)."""
-  from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.tagging import tagging_metrics  # pylint: disable=g-import-not-at-top
   by_word: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   overall: collections.Counter = collections.Counter()
   for words, tags in train:
@@ -184,7 +184,7 @@ def most_frequent_tag_f1(train: Sequence[Tuple[Sequence[str], Sequence[str]]],
   fallback = overall.most_common(1)[0][0]
   predicted = [[by_word[w].most_common(1)[0][0] if w in by_word else fallback for w in words]
                for words, _ in dev]
-  return 100.0 * metrics.span_precision_recall_f1([tags for _, tags in dev], predicted)[2]
+  return 100.0 * tagging_metrics.span_precision_recall_f1([tags for _, tags in dev], predicted)[2]
 
 
 def sentence_examples(text: str, task: str) -> List[Tuple[List[str], str]]:
@@ -223,8 +223,10 @@ def naive_bayes_predictions(train: Sequence[Tuple[Sequence[str], str]],
 
 def sentence_score(task: str, gold: Sequence[str], predicted: Sequence[str]) -> float:
   from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.classification import (  # pylint: disable=g-import-not-at-top
+      classification_metrics)
   if task == "cola":
-    return 100.0 * metrics.matthews_corrcoef(gold, predicted)
+    return 100.0 * classification_metrics.matthews_corrcoef(gold, predicted)
   return 100.0 * metrics.accuracy(gold, predicted)
 
 

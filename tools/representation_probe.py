@@ -198,13 +198,13 @@ class TaskSentences:
 
   def score(self, predictions: np.ndarray) -> float:
     """The task's dev metric x 100 for predictions in flat_labels' order."""
-    from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+    from electra_tf.finetune.tagging import tagging_metrics  # pylint: disable=g-import-not-at-top
     if self.task == "chunk":
       tags, start = [], 0
       for gold in self.tags:
         tags.append([self.label_names[p] for p in predictions[start:start + len(gold)]])
         start += len(gold)
-      return 100.0 * metrics.span_precision_recall_f1(self.tags, tags)[2]
+      return 100.0 * tagging_metrics.span_precision_recall_f1(self.tags, tags)[2]
     return learning_analysis.sentence_score(
         self.task, [self.label_names[l] for l in self.labels],
         [self.label_names[p] for p in predictions])
@@ -214,8 +214,10 @@ def label_score(task: str, label_names: List[str]):
   """score(gold ids, predicted ids) for choosing a probe's penalty: accuracy,
   CoLA's MCC, or for chunking the token accuracy (spans need sentences)."""
   from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.classification import (  # pylint: disable=g-import-not-at-top
+      classification_metrics)
   if task == "cola":
-    return lambda gold, predicted: metrics.matthews_corrcoef(gold, predicted)
+    return lambda gold, predicted: classification_metrics.matthews_corrcoef(gold, predicted)
   return lambda gold, predicted: metrics.accuracy(gold, predicted)
 
 
