@@ -206,8 +206,9 @@ def define_shared_flag(name: str, default=None, unset: str = "") -> None:
 
 
 # ------------------------------------------------- the two jobs' flags
-def define_job_flags(strategies: Sequence[str]) -> None:
-  """The flags run_pretraining.py and run_finetuning.py share.
+def define_job_flags(strategies: Sequence[str], vocab_default: str) -> None:
+  """The flags run_pretraining.py and run_finetuning.py share; `vocab_default`
+  says where the job looks for the vocab without --vocab_file.
 
   Flags named like an hparam (model_size, model_dir, vocab_file, do_train,
   do_eval, mixed_precision, jit_compile) override it (`hparam_flags`).
@@ -219,7 +220,7 @@ def define_job_flags(strategies: Sequence[str]) -> None:
                       "(default electra).")
   define_shared_flag("model_size")
   flags.DEFINE_string("model_dir", None, "Where checkpoints, logs and results go.")
-  define_shared_flag("vocab_file", unset="data_dir/vocab.txt")
+  define_shared_flag("vocab_file", unset=vocab_default)
   define_shared_flag("hparams")
   flags.DEFINE_enum("strategy", "auto", list(strategies),
                     "tf.distribute strategy; auto: the TPU if --tpu, else every GPU, "

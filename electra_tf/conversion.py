@@ -13,6 +13,7 @@ import numpy as np
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
 from electra_tf import hf
+from electra_tf import train_loop
 from electra_tf import vocabulary
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain.config import PretrainingConfig
@@ -20,25 +21,48 @@ from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.pretrain.model import build_model
 
 
-def _write_checkpoint_dir(output_dir: str, save: Callable[[str], str]) -> str:
-  """save(prefix) into a fresh output_dir with a `checkpoint` state file."""
+def _write_checkpoint_dir(output_dir: str, save: Callable[[str], object]) -> str:
+  """save(directory) into a fresh output_dir (written under a temporary name:
+  its checkpoint `model.ckpt` and what goes beside it), then the `checkpoint`
+  state file; returns the checkpoint's prefix."""
   with checkpoints.atomic_output_dir(output_dir, "--output_dir") as tmp_dir:
-    save(os.path.join(tmp_dir, checkpoints.CHECKPOINT_NAME))
+    save(tmp_dir)
     checkpoints.write_checkpoint_state(tmp_dir)
   return os.path.join(output_dir, checkpoints.CHECKPOINT_NAME)
 
 
 def official_to_project(official_checkpoint: str, config: PretrainingConfig,
-                        output_dir: str) -> str:
-  """Official TF1 checkpoint -> project checkpoint; returns its prefix."""
+                        output_dir: str, vocab_file: Optional[str] = None) -> str:
+  """Official TF1 checkpoint -> project checkpoint; returns its prefix.
+
+  Beside it go the architecture record a pre-training model_dir has
+  (electra_config.json: `config`'s architecture and casing) and, given
+  `vocab_file`, the vocab as vocab.txt, so that the commands that read the
+  checkpoint (export, fine-tuning, conversion) need neither again.
+  """
   prefix = checkpoints.resolve_checkpoint(official_checkpoint)
   if checkpoints.is_project_checkpoint(prefix):
     raise CheckpointError(f"--official_checkpoint: {prefix} is already a project "
                           "checkpoint (object-based); nothing to convert")
+  if vocab_file:
+    from electra_tf import tokenization  # pylint: disable=g-import-not-at-top
+    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.check_vocab_size(vocab, config.vocab_size, vocab_file)
+    tokenization.special_ids(vocab, vocab_file)
+    tokenization.check_vocab_casing(vocab, config.do_lower_case, vocab_file,
+                                    "--do_lower_case")
   pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix, allow_unused=False)
-  return _write_checkpoint_dir(
-      output_dir, lambda path: checkpoints.save_project_checkpoint(pretrainer, path))
+
+  def save(directory: str) -> None:
+    checkpoints.save_project_checkpoint(
+        pretrainer, os.path.join(directory, checkpoints.CHECKPOINT_NAME))
+    train_loop.write_run_record(directory, config_lib.ARCHITECTURE_RECORD,
+                                config.architecture())
+    if vocab_file:
+      train_loop.keep_vocab_beside(directory, vocab_file)
+
+  return _write_checkpoint_dir(output_dir, save)
 
 
 def project_to_official(checkpoint: str, config: PretrainingConfig,
@@ -48,7 +72,8 @@ def project_to_official(checkpoint: str, config: PretrainingConfig,
   pretrainer = build_model(config)
   checkpoints.restore_from_checkpoint(pretrainer, prefix)
   return _write_checkpoint_dir(
-      output_dir, lambda path: checkpoints.save_official_checkpoint(pretrainer, path))
+      output_dir, lambda directory: checkpoints.save_official_checkpoint(
+          pretrainer, os.path.join(directory, checkpoints.CHECKPOINT_NAME)))
 
 
 def _model_values(model) -> Dict[str, np.ndarray]:

@@ -5,20 +5,23 @@ under CI (CI=true), where its absence is a failure.
 """
 
 import contextlib
-import dataclasses
 import importlib
 import io
 import os
 import pathlib
+import subprocess
 import sys
 from typing import Sequence
+import unittest.mock
 
+from absl import flags
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The commands' process settings (TF_USE_LEGACY_KERAS) for the tests' own
 # process and the processes they start, as each command sets them.
 import electra_tf.commands  # noqa: E402,F401  pylint: disable=unused-import
+from electra_tf import cli  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_DIR = pathlib.Path(os.environ.get("ELECTRA_TF_SHARED", REPO_ROOT.parent / "shared"))
@@ -96,68 +99,81 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
   return root
 
 
-@dataclasses.dataclass
-class CommandResult:
-  """What a command run by `run_command` exited with and printed."""
-  status: int
-  stdout: str
-  stderr: str
-
-  @property
-  def error_line(self) -> str:
-    """The last non-empty line of stderr (the one-line error of a refusal)."""
-    lines = [line for line in self.stderr.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def run_command(module: str, program: str, argv: Sequence[str]) -> CommandResult:
-  """Runs the command `electra_tf.commands.<module>` in this process, as
-  `<program> argv...` would run it (its flags parsed as `cli.run` parses them,
-  main() under the one-line error contract), without a process start; its
-  flags are removed afterwards, so that any command can run next."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from electra_tf import cli  # pylint: disable=g-import-not-at-top
-  command = importlib.import_module(f"electra_tf.commands.{module}")
-  defined = set(flags.FLAGS)
+def run_command(module_name: str, argv: Sequence[str],
+                program: str) -> subprocess.CompletedProcess:
+  """The command of `module_name` (a module with define_flags() and main():
+  electra_tf.commands.*, tools.*) run by its entry point, cli.run, as
+  `program argv...` runs it, in this process: no Python or TensorFlow start.
+  Its flags are defined for the run and removed afterwards.  Returns its exit
+  status and what it printed to sys.stdout and sys.stderr, as subprocess.run
+  would."""
+  command = importlib.import_module(module_name)
+  before = set(flags.FLAGS)
   command.define_flags()
   stdout, stderr = io.StringIO(), io.StringIO()
-  saved_argv, sys.argv = sys.argv, [program, *argv]  # what a job records as its command
   try:
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+        unittest.mock.patch.object(sys, "argv", [program, *argv]):
       try:
-        cli.flags_parser(program)(sys.argv)
-        with cli.one_line_errors(program):
-          status = command.main() or 0
+        cli.run(command.main, program)
       except SystemExit as e:
-        status = e.code
+        status = e.code or 0
   finally:
-    sys.argv = saved_argv
-    for name in set(flags.FLAGS) - defined:
-      delattr(flags.FLAGS, name)
     flags.FLAGS.unparse_flags()
+    for name in set(flags.FLAGS) - before:
+      delattr(flags.FLAGS, name)
     if "tf_keras" in sys.modules:  # free the command's models and traced functions
       sys.modules["tf_keras"].backend.clear_session()
-  return CommandResult(status, stdout.getvalue(), stderr.getvalue())
+  return subprocess.CompletedProcess([program, *argv], status, stdout.getvalue(),
+                                     stderr.getvalue())
+
+
+# The scripts run_script runs in the test's process, and their command modules.
+SCRIPT_COMMANDS = {"run_pretraining.py": "electra_tf.commands.pretrain",
+                   "run_finetuning.py": "electra_tf.commands.finetune",
+                   "data_prep/build_vocab.py": "electra_tf.commands.build_vocab"}
+
+
+def run_script(argv: Sequence[str]) -> subprocess.CompletedProcess:
+  """`python SCRIPT ARGS...` (argv: a script of SCRIPT_COMMANDS, then its
+  arguments) run in this process (run_command)."""
+  script, *args = argv
+  return run_command(SCRIPT_COMMANDS[script], args, pathlib.Path(script).name)
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+  """The one line a refused command prints: exit status 2, that line alone
+  on stderr (asserted)."""
+  assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
+  assert result.stderr.count("\n") == 1, result.stderr[-3000:]
+  return result.stderr.rstrip("\n")
 
 
 def pytest_terminal_summary(terminalreporter):
-  """How many documented commands ran and which blocks are marked as not
-  runnable here, with the reasons (tests/test_docs_commands.py)."""
-  ran, marked, seconds = 0, [], []
+  """How many documented commands ran and quoted outputs were compared, and
+  which blocks are marked as not runnable here, with the reasons
+  (tests/test_docs_commands.py)."""
+  ran, compared, marked, cpu_seconds = 0, 0, [], []
   for report in terminalreporter.stats.get("passed", []):
     for name, value in getattr(report, "user_properties", ()):
       if name == "documented_commands":
         ran += value["ran"]
+        compared += value["compared"]
         marked += value["marked"]
-        seconds += value["seconds"]
+        cpu_seconds += value["cpu_seconds"]
   if ran or marked:
-    terminalreporter.write_line(f"documented commands: {ran} ran, {len(marked)} blocks "
-                                "marked as not runnable here:")
+    terminalreporter.write_line(f"documented commands: {ran} ran, {compared} outputs "
+                                f"compared, {len(marked)} blocks marked as not runnable here:")
     for line in marked:
       terminalreporter.write_line(f"  {line}")
-    slowest = sorted(seconds, reverse=True)[:8]
-    terminalreporter.write_line("  slowest blocks: " + ", ".join(
-        f"{where} {taken:.0f} s" for taken, where in slowest))
+    pages = {}
+    for taken, where in cpu_seconds:
+      page = where.rsplit(":", 1)[0]
+      pages[page] = pages.get(page, 0.0) + taken
+    terminalreporter.write_line("  CPU-seconds of the blocks, by page: " + ", ".join(
+        f"{page} {taken:.0f}" for page, taken in pages.items()))
+    terminalreporter.write_line("  the costliest blocks: " + ", ".join(
+        f"{where} {taken:.0f}" for taken, where in sorted(cpu_seconds, reverse=True)[:8]))
 
 
 # Two workers (pytest.ini: --dist loadgroup): a test file stays on one worker
@@ -171,18 +187,19 @@ LONGEST_FIRST = [
     "tests/test_strategies.py", "tests/test_official_trajectory.py",
     "tests/test_learning_study.py", "tests/test_full_label_study.py",
     "tests/test_docs_commands.py[docs/pretraining.md]",
-    "tests/test_multi_worker.py", "tests/test_hf.py",
-    "tests/test_docs_commands.py[docs/huggingface.md]",
-    "tests/test_docs_commands.py[docs/serving.md]", "tests/test_training.py",
+    "tests/test_multi_worker.py", "tests/test_hf.py", "tests/test_training.py",
     "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
 ]
 
 
 def scheduling_unit(item: pytest.Item) -> str:
-  """The file, or for a documented-commands test its page."""
+  """The file, or for a documented-commands test the first page of its
+  clone (the pages that go on in the README's clone run after it)."""
   path = item.nodeid.split("::")[0]
   page = getattr(item, "callspec", None) and item.callspec.params.get("page")
-  return f"{path}[{page}]" if path.endswith("test_docs_commands.py") and page else path
+  if path.endswith("test_docs_commands.py") and page:
+    return f"{path}[{item.module.first_page(page)}]"
+  return path
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

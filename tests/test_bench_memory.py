@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from electra_tf.bench import peak_memory as memory
+from tests.conftest import run_command
 
 
 def test_accumulation_for_picks_the_fewest_steps_that_divide_the_batch():
@@ -46,3 +47,22 @@ def test_memory_command_prints_json(tmp_path, repo_root):
   for m in printed["measurements"]:
     assert 0 < m["built_gb"] <= m["peak_gb"] and m["step_gb"] >= 0
   assert printed["device"].startswith(("CPU", "1 x"))
+
+
+def test_memory_command_that_measured_nothing_fails_with_one_line(tmp_path, monkeypatch):
+  # Every measurement process fails (it is not even Python); the bisection's
+  # probes too. In this process: only the measurements are subprocesses.
+  monkeypatch.setattr(sys, "executable", "/bin/false")
+  output = tmp_path / "memory.json"
+  run = run_command("electra_tf.commands.bench_memory",
+                    ["--model_sizes=small", "--seq_lengths=16", "--batch_sizes=1,4",
+                     "--recompute=off", "--memory_budget_gb=1", "--max_batch=2",
+                     f"--output={output}"], "electra_tf.bench.memory")
+  assert run.returncode == 2
+  assert run.stderr.splitlines()[-1] == (
+      "electra_tf.bench.memory: error: every measurement failed, nothing was measured "
+      "(the first: exit status 1)")
+  # Each failed measurement is reported as it happens; no result is printed or written.
+  assert [json.loads(line)["error"] for line in run.stderr.splitlines()[:-1]] == [
+      "exit status 1"] * 2
+  assert run.stdout == "" and not output.exists()

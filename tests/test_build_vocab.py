@@ -56,9 +56,10 @@ def test_cli(book_lines, tmp_path):
   corpus = tmp_path / "book.txt"
   corpus.write_text("\n".join(book_lines[:300]) + "\n", encoding="utf-8")
   output = tmp_path / "new" / "folders" / "vocab.txt"  # made by the command
-  done = run_command("build_vocab", "build_vocab.py",
-                     [f"--corpus_files={corpus}", "--vocab_size=300", f"--output_file={output}"])
-  assert done.status == 0, done.stderr
+  done = run_command("electra_tf.commands.build_vocab", [
+      f"--corpus_files={corpus}", "--vocab_size=300", f"--output_file={output}"],
+      "build_vocab.py")
+  assert done.returncode == 0, done.stderr
   vocab = tokenization.load_vocab(output)
   assert 285 <= len(vocab) <= 300 and vocab["[PAD]"] == 0 and vocab["[MASK]"] == 4
   found = "" if len(vocab) == 300 else f" (the learner found {len(vocab)} of the 300 asked for)"
@@ -77,9 +78,10 @@ def test_cli_on_an_empty_corpus_writes_nothing(tmp_path, files, message):
   earlier = tmp_path / "vocab.txt"
   earlier.write_text("[PAD]\n")
   for output in (tmp_path / "new" / "vocab.txt", earlier):
-    done = run_command("build_vocab", "build_vocab.py",
-                       [f"--corpus_dir={corpus}", "--vocab_size=100", f"--output_file={output}"])
-    assert done.status == 2
+    done = run_command("electra_tf.commands.build_vocab", [
+        f"--corpus_dir={corpus}", "--vocab_size=100", f"--output_file={output}"],
+        "build_vocab.py")
+    assert done.returncode == 2
     assert done.stderr == f"build_vocab.py: error: {message.format(corpus=corpus)}\n"
     assert sorted(os.listdir(tmp_path)) == ["corpus", "vocab.txt"]
     assert earlier.read_text() == "[PAD]\n"

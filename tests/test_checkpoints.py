@@ -3,8 +3,6 @@
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,11 +10,12 @@ import tensorflow as tf
 import tf_keras as keras
 
 from electra_tf import checkpoints, conversion, errors
+from electra_tf import config as config_lib
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
+from tests.conftest import run_command
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY = {"vocab_size": 40, "embedding_size": 8, "max_seq_length": 8,
         "model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 2,
                                    "num_attention_heads": 2}}
@@ -45,7 +44,8 @@ def read_all(prefix):
 def test_convert_round_trip_gives_back_the_official_checkpoint(
     official_debug_fixture, fixture_hparams, converted, tmp_path):
   assert sorted(os.listdir(converted)) == [
-      "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+      "checkpoint", "electra_config.json", "model.ckpt.data-00000-of-00001",
+      "model.ckpt.index"]
   assert checkpoints.is_project_checkpoint(str(converted / "model.ckpt"))
   back_dir = tmp_path / "official"
   conversion.project_to_official(str(converted), PretrainingConfig.create(fixture_hparams),
@@ -57,6 +57,28 @@ def test_convert_round_trip_gives_back_the_official_checkpoint(
     assert back[name].dtype == value.dtype and back[name].shape == value.shape, name
     np.testing.assert_array_equal(back[name], value, err_msg=name)
   assert tf.train.latest_checkpoint(str(back_dir)) == str(back_dir / "model.ckpt")
+
+
+def test_converted_checkpoint_records_its_architecture_and_vocab(
+    official_debug_fixture, fixture_hparams, converted, bert_vocab, tmp_path):
+  """What the conversion was told travels with the checkpoint: a config given
+  the converted directory alone is the fixture's model, the vocab lies beside
+  it when one was given, and a vocab of another size is refused with nothing
+  written."""
+  config = PretrainingConfig.create(fixture_hparams)
+  assert (PretrainingConfig.create({}, checkpoint=str(converted)).architecture()
+          == config.architecture())
+  assert config_lib.recorded_vocab(str(converted)) is None
+  official = str(official_debug_fixture / "model.ckpt")
+  with_vocab = tmp_path / "with_vocab"
+  conversion.official_to_project(official, config, str(with_vocab), str(bert_vocab))
+  assert config_lib.recorded_vocab(str(with_vocab)) == str(with_vocab / "vocab.txt")
+  assert (with_vocab / "vocab.txt").read_bytes() == bert_vocab.read_bytes()
+  short = tmp_path / "short_vocab.txt"
+  short.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+  with pytest.raises(errors.DataError, match="vocab_size: 30522 differs from the 5 entries"):
+    conversion.official_to_project(official, config, str(tmp_path / "refused"), str(short))
+  assert not (tmp_path / "refused").exists()
 
 
 def test_project_checkpoint_loads_through_tf_train_checkpoint(
@@ -183,9 +205,8 @@ def test_conversion_errors_name_the_problem_and_leave_nothing(
 @pytest.mark.slow
 def test_convert_cli(official_debug_fixture, fixture_hparams, tmp_path):
   """The command: one line and exit 2 on bad input, nothing written."""
-  def convert_cli(*argv):
-    return subprocess.run([sys.executable, "-m", "electra_tf.convert", *argv],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  def convert_cli(*argv):  # python -m electra_tf.convert ARGV, in this process
+    return run_command("electra_tf.commands.convert", argv, "electra_tf.convert")
 
   output = tmp_path / "out"
   official = f"--official_checkpoint={official_debug_fixture / 'model.ckpt'}"

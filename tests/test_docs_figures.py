@@ -181,3 +181,131 @@ def test_build_tfrecords_tables_are_their_benchmark_files(name):
                    f"{build['examples_per_s']:,}", f"{build['tokens_per_s']:,}",
                    f"{steady:,}" if steady else "-", f"{build['peak_rss_mb']:,}",
                    f"{build['load_average_1min']}"), row
+
+
+def test_build_tfrecords_prose_figures_are_their_benchmark_files():
+  """The corpora's sizes and the two-worker gains quoted beside the tables."""
+  def load(name):
+    with open(REPO / "docs" / name, encoding="utf-8") as f:
+      return json.load(f)
+
+  section = " ".join(page("docs/performance.md").split("## Building TFRecords", 1)[1]
+                     .split("\n## ", 1)[0].split())
+  eight, thirty_two = (load(f"build_tfrecords_benchmark{s}.json") for s in ("", "_32copies"))
+  build = eight["builds"][0]
+  assert (f"({eight['corpus_files']} files, {eight['corpus_bytes'] / 2**20:.1f} MB, "
+          f"{build['tokens'] / 1e6:.2f} M word pieces, {build['examples']:,} examples "
+          "of 128 tokens)") in section
+  assert (f"32 copies ({thirty_two['corpus_files']} files, "
+          f"{thirty_two['corpus_bytes'] / 2**20:.0f} MB)") in section
+  one, two = ([b for b in thirty_two["builds"] if b["processes"] == n] for n in (1, 2))
+  two_walls = {f"{b['wall_s']:.0f}" for b in two}  # the two runs took the same
+  one_walls = " and ".join(f"{b['wall_s']:.0f}" for b in one)
+  assert len(two_walls) == 1
+  assert f"two workers finish the build in {two_walls.pop()} s where one takes {one_walls} s" in (
+      section)
+  gains = " and ".join(f"{a['wall_s'] / b['wall_s']:.2f}x" for a, b in zip(one, two))
+  rates = [" and ".join(f"{b['examples_per_s']:,}" for b in builds) for builds in (two, one)]
+  assert f"{gains} sooner (examples/s {rates[0]} against {rates[1]})" in section
+  extra = {f"{(b['peak_rss_mb'] - a['peak_rss_mb']) / 1000:.1f}" for a, b in zip(one, two)}
+  assert len(extra) == 1 and f"the second worker costs {extra.pop()} GB more" in section
+
+
+def test_serving_transcript_ranges_are_its_probabilities():
+  """docs/serving.md's reading of its "What the discriminator learned"
+  transcript: the swapped words', the other words' and [CLS]/[SEP]'s ranges."""
+  text = page("docs/serving.md")
+  transcript = text.split("```text\nThe default value of the argument is None.", 1)[1]
+  swapped, others, special = [], [], []
+  for line in transcript.split("```", 1)[0].splitlines():
+    if not line.startswith("  "):
+      continue
+    pieces = [piece.rsplit(":", 1) for piece in line.split()]
+    replaced = max(range(len(pieces)), key=lambda i: float(pieces[i][1]))
+    for i, (piece, probability) in enumerate(pieces):
+      if piece in ("[CLS]", "[SEP]"):
+        special.append(float(probability))
+      elif i == replaced and float(probability) > 0.5:
+        swapped.append(float(probability))
+      elif not (piece.startswith("##") and pieces[replaced][0] == "ho"):
+        others.append(float(probability))
+  assert len(swapped) == 3
+  ranges = [f"{min(v):.2f}-{max(v):.2f}" for v in (swapped, others, special)]
+  assert (f"({ranges[0]} against {ranges[1]} for the other words; `[CLS]` and\n"
+          f"`[SEP]` {ranges[2]})") in text
+
+
+def test_huggingface_figures_are_the_fixtures():
+  """The gelu_new shifts (transformers' own, fixture.json) and the logits'
+  ranges of the pair transformers saved (reference.npz)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  text = " ".join(page("docs/huggingface.md").split())
+  with open(REPO / "tests" / "data" / "hf_official_debug" / "fixture.json",
+            encoding="utf-8") as f:
+    gelu_new = json.load(f)["gelu_new_max_abs_diff"]
+  shifts = [f"{gelu_new[key]:.1e}".replace("e-0", "e-") for key in ("disc_logits", "gen_logits")]
+  assert f"by up to {shifts[0]} and the generator's by up to {shifts[1]}" in text
+  reference = np.load(REPO / "tests" / "data" / "hf_transformers_saved" / "reference.npz")
+  assert (f"(discriminator, logits up to {np.abs(reference['disc_logits']).max():.1f}; "
+          f"generator, all {reference['gen_logits'].shape[-1]} vocab columns, logits up to "
+          f"{np.abs(reference['gen_logits']).max():.1f})") in text
+
+
+def test_pretraining_page_quotes_its_results_file():
+  """The builder's summary, the masking report and the log line quoted by
+  docs/pretraining.md are what its commands printed (the results file), and
+  its disc_auc figures are the embedded default's evaluation."""
+  text = page("docs/pretraining.md")
+  printed = (RESULTS / "pretraining_page_2026-11-27.txt").read_text(encoding="utf-8")
+  assert "docs/results/pretraining_page_2026-11-27.txt" in text
+  quoted = re.findall(r"```text\n(.*?)```", text, flags=re.S)
+  assert quoted[0] in printed and quoted[1] in printed
+  assert quoted[0].splitlines()[-1].startswith("  time: ")
+  (line,) = re.findall(r"`(step 4/4 = [^`]+)`", text)
+  assert f"\n{line}\n" in printed
+  evaluation = docs_results.REPO / "docs" / "learning_study" / "embedded_default.json"
+  with open(evaluation, encoding="utf-8") as f:
+    metrics = json.load(f)["eval"]
+  assert (f"the embedded default's 400 steps score {metrics['disc_auc']:.2f} there and "
+          f"{metrics['disc_auc_real_tokens']:.2f} over real tokens") in " ".join(text.split())
+
+
+def test_soak_marker_counts_the_long_forms_kills():
+  text = page("docs/operations.md")
+  marker, command = re.search(r'<!-- skip: next "the long form: (\d+) kills;.*?```bash\n(.*?)```',
+                              text, flags=re.S).groups()
+  kills = re.findall(r"--(?:tfrecords_|finetuning_)?kills=(\d+)", command)
+  assert len(kills) == 3 and int(marker) == sum(map(int, kills))
+
+
+def test_ner_vs_chunk_figures_are_its_results_file():
+  """docs/finetuning.md's table and gaps restate docs/ner_vs_chunk.json."""
+  with open(REPO / "docs" / "ner_vs_chunk.json", encoding="utf-8") as f:
+    runs = json.load(f)["runs"]
+  text = " ".join(page("docs/finetuning.md").split("python -m tools.ner_vs_chunk", 1)[1]
+                  .split("**Malformed data.**", 1)[0].split())
+
+  def seeds(task, key):
+    return [runs[f"{task}_seed{seed}"][key] for seed in (0, 1)]
+
+  def both(values, form=".1f"):
+    return " and ".join(f"{value:{form}}" for value in values)
+
+  def gaps(key):
+    return [n - c for n, c in zip(seeds("ner", key), seeds("chunk", key))]
+
+  def spreads(key):
+    return [max(seeds(task, key)) - min(seeds(task, key)) for task in ("chunk", "ner")]
+
+  for task in ("chunk", "ner"):
+    cells = [", ".join(f"{value:.1f}" for value in seeds(task, key))
+             for key in ("f1", "f1_by_chunk_rule", "f1_by_conlleval_rule")]
+    assert f"| {task} | {cells[0]} | {cells[1]} | {cells[2]} |" in text, task
+  assert f"({both(gaps('f1'))} points)" in text
+  assert f"differ by {both(gaps('f1_by_conlleval_rule'), '+.1f')}" in text
+  assert f"seed spreads under that rule ({both(spreads('f1_by_conlleval_rule'))})" in text
+  assert f"lead by {both(gaps('f1_by_chunk_rule'))}" in text
+  assert f"spreads under that rule ({both(spreads('f1_by_chunk_rule'))})" in text
+  chunk_loss = seeds("chunk", "loss")
+  assert (f"{both(chunk_loss, '.2f')} are {both([loss / 2 for loss in chunk_loss], '.2f')} "
+          f"a word, against ner's {both(seeds('ner', 'loss'), '.2f')}") in text

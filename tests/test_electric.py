@@ -21,7 +21,8 @@ from electra_tf.modeling import pretrainer as pt
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from tests.test_training import TINY_HPARAMS, _pretrain_args, _run
+from tests.conftest import run_command, run_script
+from tests.test_training import TINY_HPARAMS, _pretrain_args
 from tests.test_training import tiny_data  # noqa: F401  (a fixture)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "official_electric"
@@ -323,7 +324,8 @@ def test_electric_pretrains_evaluates_and_converts(tiny_data, tmp_path):
   model_dir = tmp_path / "model"
   hparams = {**TINY_HPARAMS, "electric_objective": True, "num_train_steps": 4,
              "save_checkpoints_steps": 4, "num_eval_steps": 2}
-  run = _run(_pretrain_args(tiny_data, model_dir, hparams, ["--do_train", "--do_eval"]))
+  # The commands in this process, through their entry points.
+  run = run_script(_pretrain_args(tiny_data, model_dir, hparams, ["--do_train", "--do_eval"]))
   assert run.returncode == 0, run.stderr[-3000:]
   steps = [line for line in run.stdout.splitlines() if line.startswith("step ")]
   assert len(steps) == 4 and all("cloze_loss" in line and "disc_loss" in line
@@ -339,9 +341,9 @@ def test_electric_pretrains_evaluates_and_converts(tiny_data, tmp_path):
   assert record["electric_objective"] and record["two_tower_generator"]
 
   official_dir = tmp_path / "official"
-  conversion = _run(["-m", "electra_tf.convert", "--to_official",
-                     f"--checkpoint={model_dir}", "--hparams=" + json.dumps(hparams),
-                     f"--output_dir={official_dir}"])
+  conversion = run_command("electra_tf.commands.convert", [
+      "--to_official", f"--checkpoint={model_dir}", "--hparams=" + json.dumps(hparams),
+      f"--output_dir={official_dir}"], "electra_tf.convert")
   assert conversion.returncode == 0, conversion.stderr[-3000:]
   config = PretrainingConfig.create(hparams)
   names = set(tf.train.load_checkpoint(str(official_dir / "model.ckpt"))

@@ -19,12 +19,11 @@ from electra_tf.pretrain.model import build_model
 from tests.conftest import run_command
 
 TOL = dict(atol=1e-4, rtol=1e-4)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _export_cli(*argv):
-  return subprocess.run([sys.executable, "-m", "electra_tf.export", *argv], cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  """python -m electra_tf.export ARGV, in this process (run_command)."""
+  return run_command("electra_tf.commands.export", argv, "electra_tf.export")
 
 
 @pytest.fixture(scope="module")
@@ -242,20 +241,20 @@ def test_export_cli_errors_are_one_line(official_debug_fixture, bert_vocab, tmp_
   """In this process, as `python -m electra_tf.export` runs: a missing
   checkpoint, and a vocab whose size is not the checkpoint's embedding
   table's (the official checkpoint records no vocab beside it)."""
-  run = run_command("export", "electra_tf.export", [
+  run = run_command("electra_tf.commands.export", [
       f"--checkpoint={tmp_path / 'missing'}", f"--vocab_file={bert_vocab}",
-      f"--export_dir={tmp_path / 'x'}"])
-  assert (run.status, run.stderr) == (2, (
+      f"--export_dir={tmp_path / 'x'}"], "electra_tf.export")
+  assert (run.returncode, run.stderr) == (2, (
       f"electra_tf.export: error: checkpoint {tmp_path / 'missing'}: not found "
       f"(no {tmp_path / 'missing'}.index and not a directory)\n"))
   small_vocab = tmp_path / "vocab.txt"
   small_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
   hparams = json.dumps(json.loads((official_debug_fixture / "config.json").read_text())["hparams"])
   for given in ([f"--hparams={hparams}"], []):  # vocab_size given, or from the vocab
-    run = run_command("export", "electra_tf.export", [
+    run = run_command("electra_tf.commands.export", [
         f"--checkpoint={official_debug_fixture / 'model.ckpt'}", *given,
-        f"--vocab_file={small_vocab}", f"--export_dir={tmp_path / 'x'}"])
-    assert (run.status, run.stderr) == (2, (
+        f"--vocab_file={small_vocab}", f"--export_dir={tmp_path / 'x'}"], "electra_tf.export")
+    assert (run.returncode, run.stderr) == (2, (
         f"electra_tf.export: error: --vocab_file {small_vocab}: 6 entries, but the word "
         f"embedding table of {official_debug_fixture / 'model.ckpt'} "
         "(electra/embeddings/word_embeddings) has 30,522 rows, one per entry of the vocab "

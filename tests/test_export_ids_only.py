@@ -38,13 +38,13 @@ TF_ONLY_LOADER = textwrap.dedent("""
     assert "tensorflow_text" not in sys.modules and "electra_tf" not in sys.modules
     np.savez(outputs_npz, **{k: v.numpy() for k, v in outputs.items()})
 """)
-# The op types of a graph that a TensorFlow-only process has no kernel for.
+# The op types of each graph that a TensorFlow-only process has no kernel for.
 UNREGISTERED_OPS = textwrap.dedent("""
     import json, sys
     import tensorflow as tf
     from tensorflow.python.framework import op_def_registry
-    print(json.dumps(sorted(op for op in json.loads(sys.argv[1])
-                            if op_def_registry.get(op) is None)))
+    print(json.dumps([sorted(op for op in ops if op_def_registry.get(op) is None)
+                      for ops in json.loads(sys.argv[1])]))
 """)
 
 
@@ -54,8 +54,10 @@ def _tf_only(code, *args, cwd):
                         timeout=300)
 
 
-def _unregistered(ops, cwd):
-  run = _tf_only(UNREGISTERED_OPS, json.dumps(sorted(ops)), cwd=cwd)
+def _unregistered(cwd, *graphs):
+  """For each of `graphs` (op type sets), the sorted op types without a kernel
+  in a TensorFlow-only process (one process for all)."""
+  run = _tf_only(UNREGISTERED_OPS, json.dumps([sorted(ops) for ops in graphs]), cwd=cwd)
   assert run.returncode == 0, run.stderr[-2000:]
   return json.loads(run.stdout)
 
@@ -114,8 +116,9 @@ def test_pretrained_ids_only_export_loads_with_tensorflow_alone(
 
   # Every op of the ids-only graph is plain TensorFlow; the default export holds
   # tensorflow-text's, and so does not load without it.
-  assert _unregistered(graph_ops(tmp_path / "ids"), tmp_path) == []
-  assert "NormalizeUTF8" in _unregistered(graph_ops(tmp_path / "both"), tmp_path)
+  ids_unregistered, both_unregistered = _unregistered(
+      tmp_path, graph_ops(tmp_path / "ids"), graph_ops(tmp_path / "both"))
+  assert ids_unregistered == [] and "NormalizeUTF8" in both_unregistered
   run = _tf_only(TF_ONLY_LOADER, tmp_path / "both", tmp_path / "inputs.npz",
                  tmp_path / "out2.npz", cwd=tmp_path)
   assert run.returncode != 0
@@ -167,4 +170,4 @@ def test_finetuned_ids_only_export_loads_with_tensorflow_alone(shared_dir, tmp_p
   assert sorted(ids_only.files) == sorted(both) and "logits" in both
   for key in both:
     np.testing.assert_allclose(ids_only[key], both[key], atol=1e-6)
-  assert _unregistered(graph_ops(tmp_path / "ids"), tmp_path) == []
+  assert _unregistered(tmp_path, graph_ops(tmp_path / "ids")) == [[]]

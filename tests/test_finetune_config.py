@@ -71,6 +71,25 @@ def test_flags_win_over_hparams_and_paths(tmp_path):
   assert c.preprocessed_data_dir == "/p"
 
 
+def test_vocab_is_found_beside_the_checkpoint_before_the_official_places(tmp_path):
+  """The order run_finetuning.py --help and docs/finetuning.md give:
+  --vocab_file, the vocab.txt beside --init_checkpoint,
+  data_dir/models/<model_name>/vocab.txt, data_dir/vocab.txt."""
+  checkpoint = tmp_path / "converted"
+  checkpoint.mkdir()
+
+  def vocab_file(**flags):
+    return FinetuningConfig.create({}, task_names=["rte"], data_dir=str(tmp_path),
+                                   init_checkpoint=str(checkpoint), **flags).vocab_file
+
+  assert vocab_file() == str(tmp_path / "vocab.txt")  # none there: the last, for its error
+  for place in (tmp_path / "models" / "electra", checkpoint):
+    place.mkdir(parents=True, exist_ok=True)
+    (place / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    assert vocab_file() == str(place / "vocab.txt")
+  assert vocab_file(vocab_file="given.txt") == "given.txt"
+
+
 def test_num_train_steps_counts_padded_batches():
   c = FinetuningConfig.create({"train_batch_size": 32}, task_names=["rte"])
   # 2490 features -> 78 batches (last one padded) * 10 epochs

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, conversion, errors
+from electra_tf import checkpoints, conversion, curves, errors
 from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
@@ -291,6 +291,32 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
   assert tf.train.latest_checkpoint(trial_dir) == final
 
 
+def test_epoch_metrics_record_dev_scores_losses_and_norms_each_epoch(data_dir, tmp_path):
+  config = tiny_config(data_dir, tmp_path / "model", ["chunk"], num_train_epochs=2.0,
+                       log_every=1, epoch_metrics=True)
+  results = finetune_job.run(config, strategy_name="one_device")
+  points = json.loads((pathlib.Path(config.results_dir) / "epoch_metrics.json").read_text())
+  # 40 sentences in batches of 16: 3 steps an epoch; a point before training
+  # and after each epoch.
+  assert [(p["step"], p["epoch"], p["trial"]) for p in points] == [
+      (0, 0.0, 1), (3, 1.0, 1), (6, 2.0, 1)]
+  assert points[-1]["dev"]["chunk"] == {k: v for k, v in results[0]["chunk"].items()}
+  logged = curves.read_scalars(os.path.join(finetune_job.trial_dir(config, 1), "train"))["loss"]
+  assert points[0]["train_loss"] is None
+  for point, steps in ((points[1], (1, 2, 3)), (points[2], (4, 5, 6))):
+    assert point["train_loss"] == pytest.approx(np.mean([logged[s] for s in steps]) / 16)
+  # Norms per part: the embeddings, the one layer, the head; the parts'
+  # squares add up to all the weights' squares, and training moves them.
+  model = finetune_job.TrialJob(config, task_builder.get_tasks(
+      config, finetune_job.load_tokenizer(config)), tf.distribute.get_strategy(), 1,
+                                None).model
+  norms = finetune_job.weight_norms(model)
+  assert list(norms) == ["embeddings", "heads", "layer_0"]
+  total = sum(float(np.sum(np.square(w.numpy()))) for w in model.weights)
+  assert sum(v ** 2 for v in norms.values()) == pytest.approx(total, rel=1e-5)
+  assert all(points[0]["weight_norms"][k] != points[2]["weight_norms"][k] for k in norms)
+
+
 # ------------------------------------------------------------ the pieces
 def test_multitask_loss_sums_each_row_under_its_own_task():
   losses = {"a": tf.constant([1.0, 2.0, 3.0, 4.0]),
@@ -408,19 +434,20 @@ def test_command_caches_beside_its_model_dir_and_rebuilds_for_other_inputs(
   local = _rte_data_dir(data_dir, tmp_path / "data")
   before = sorted(local.rglob("*"))
   hparams = dict(TINY, do_eval=False, num_train_epochs=0.5)
-  first = run_command("finetune", "run_finetuning.py", [
+  first = run_command("electra_tf.commands.finetune", [
       f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'a'}",
-      "--init_checkpoint=none", f"--hparams={json.dumps(hparams)}"])
-  assert first.status == 0, first.stderr
+      "--init_checkpoint=none", f"--hparams={json.dumps(hparams)}"], "run_finetuning.py")
+  assert first.returncode == 0, first.stderr
   cache = tmp_path / "a" / "featurized_data" / "rte_train.npz"
   assert "Using the featurized training data" not in first.stdout and cache.is_file()
   assert sorted(local.rglob("*")) == before
   vocab = _swapped_vocab(local / "vocab.txt", tmp_path / "swapped.txt")
   hparams.update(max_seq_length=32, preprocessed_data_dir=str(cache.parent))
-  second = run_command("finetune", "run_finetuning.py", [
+  second = run_command("electra_tf.commands.finetune", [
       f"--data_dir={local}", "--task_names=rte", f"--model_dir={tmp_path / 'b'}",
-      "--init_checkpoint=none", f"--vocab_file={vocab}", f"--hparams={json.dumps(hparams)}"])
-  assert second.status == 0, second.stderr
+      "--init_checkpoint=none", f"--vocab_file={vocab}", f"--hparams={json.dumps(hparams)}"],
+      "run_finetuning.py")
+  assert second.returncode == 0, second.stderr
   sha = [hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in (local / "vocab.txt",
                                                                         vocab)]
   assert (f"Rebuilding the featurized training data {cache}: made from other inputs "

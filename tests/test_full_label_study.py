@@ -4,12 +4,11 @@ end at toy size (results, resume)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from scipy import stats
 
+from tests.conftest import run_command
 from tests.test_learning_study import TINY_MODEL
 from tools import full_label_study as fls
 from tools import learning_analysis as la
@@ -21,10 +20,9 @@ COLA = "".join(f"src\t{i % 2}\t\tsentence {i}\n" for i in range(4))
 CHUNK = "".join(f"w{i} NN B-NP\nran VBD B-VP\n\n" for i in range(4))
 
 
-def _tool(repo_root, *argv):
-  return subprocess.run([sys.executable, "-m", "tools.full_label_study", *argv], cwd=repo_root,
-                        capture_output=True, text=True,
-                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+def _tool(*argv):
+  """python -m tools.full_label_study ARGV, run in this process (run_command)."""
+  return run_command("tools.full_label_study", argv, "full_label_study.py")
 
 
 def test_split_keeps_the_header_and_every_example_once():
@@ -181,7 +179,7 @@ def _tiny_tasks(root):
     ("epochs", "--num_train_epochs: 'sst:0' is not task:value (a number >= 0.01)"),
     ("settings", '"selection_examples": 1'),
 ])
-def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
+def test_bad_inputs_are_one_line_errors(tmp_path, case, message):
   study = tmp_path / "study"
   if case == "no_results":
     study.mkdir()
@@ -192,7 +190,7 @@ def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
   if case == "settings":
     work_dir.mkdir()
     (work_dir / "results.json").write_text(json.dumps({"settings": {"selection_examples": 1}}))
-  run = _tool(repo_root, f"--work_dir={work_dir}",
+  run = _tool(f"--work_dir={work_dir}",
               "--study_dirs=" + ",".join(str(s) for s in studies),
               f"--finetuning_data_dir={_tiny_tasks(tmp_path / 'tasks')}",
               "--tasks=" + ("sst,rte" if case == "task" else "sst,chunk"),
@@ -211,7 +209,7 @@ def test_bad_inputs_are_one_line_errors(repo_root, tmp_path, case, message):
 
 @pytest.mark.slow
 def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
-    repo_root, tmp_path, bert_vocab, finetuning_data_dir):
+    tmp_path, bert_vocab, finetuning_data_dir):
   # A study dir as tools/learning_study.py leaves it, its one pre-training run
   # an encoder of the study's tiny model (another seed's initialisation: what
   # the run learnt does not matter here, only that its checkpoint is the start).
@@ -238,7 +236,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
           "--num_train_epochs=chunk:2"]
   # First one rate, then the grid grows to two: only the new rate runs, and
   # each start's choice is made again over both.
-  first = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
+  first = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=1e-4")
   assert first.returncode == 0, first.stderr[-3000:]
   one_rate = json.loads((work_dir / "results.json").read_text())
@@ -249,7 +247,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   first_runs = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
   # Two starts, each its selection and dev scores and its last evaluation's own file.
   assert len(first_runs) == 6
-  run = _tool(repo_root, *argv)
+  run = _tool(*argv)
   assert run.returncode == 0, run.stderr[-3000:]
   assert [line.split(" at lr ")[1].split(":")[0] for line in run.stdout.splitlines()
           if "fine-tuned" in line] == ["0.001", "0.001"]
@@ -309,16 +307,56 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
 
   # Rerun: everything is done; nothing fine-tunes and the results stay.
   before = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
-  rerun = _tool(repo_root, *argv)
+  rerun = _tool(*argv)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "fine-tuned" not in rerun.stdout
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")} == before
   # Other settings over these runs, fewer rates among them: refused.
-  other = _tool(repo_root, *[a for a in argv if not a.startswith("--learning_rates")],
+  other = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=3e-4,1e-3")
   assert other.returncode == 2
   assert "its runs began with other settings (learning_rates differ" in other.stderr
+
+
+def test_named_starts_hparam_overrides_and_the_curve_runs_order(tmp_path, monkeypatch):
+  (tmp_path / "step0.index").write_text("")
+  assert fls.named_starts([f"official={tmp_path}/step0"], ["electra_seed1"]) == {
+      "official": str(tmp_path / "step0")}
+  for items, message in ((["official"], "is not NAME=CHECKPOINT"),
+                         ([f"electra_seed1={tmp_path}/step0"], "names another start too"),
+                         ([f"a={tmp_path}/step0", f"a={tmp_path}/step0"], "another start"),
+                         ([f"a={tmp_path}/none"], "is not a checkpoint prefix")):
+    with pytest.raises((fls.ConfigError, fls.CheckpointError), match=message):
+      fls.named_starts(items, ["electra_seed1"])
+  # Without study dirs: the study tool's default model and the BERT vocab.
+  default = fls.read_studies([])
+  assert default["runs"] == [] and default["vocab_file"].endswith("bert_uncased_vocab.txt")
+  assert default["model"] == learning_study.finetuning_hparams(learning_study.MODEL, 30522)
+  assert fls.override_hparams('{"layerwise_lr_decay": 1.0}') == {"layerwise_lr_decay": 1.0}
+  for text, message in (("{", "not JSON"), ("[1]", "not a JSON object"),
+                        ('{"learning_rate": 1}', "learning_rate is set by the study")):
+    with pytest.raises(fls.ConfigError, match=message):
+      fls.override_hparams(text)
+  # With epoch_metrics the run trains where the real dev set is scored (its
+  # curve is the dev set's) and is then scored on the selection set.
+  calls = []
+
+  def fake_run(data_root, task, model_dir, vocab_file, hparams, checkpoint, *extra):
+    calls.append((data_root.name, extra))
+    (model_dir / "results").mkdir(parents=True, exist_ok=True)
+    (model_dir / "results" / "chunk_dev_metrics.json").write_text(
+        json.dumps({"f1": 50.0 if data_root.name == "dev" else 60.0}))
+    (model_dir / "results" / "epoch_metrics.json").write_text('[{"step": 0}]')
+  monkeypatch.setattr(learning_study, "run_finetuning", fake_run)
+  scores = fls.finetune(tmp_path / "run", tmp_path, "chunk", "ckpt", {"epoch_metrics": True},
+                        "vocab")
+  assert calls == [("dev", ()), ("selection", ("--nodo_train",))]
+  assert scores == {"dev": 50.0, "selection": 60.0, "epochs": [{"step": 0}]}
+  calls.clear()
+  assert fls.finetune(tmp_path / "other", tmp_path, "chunk", "ckpt", {}, "vocab") == {
+      "selection": 60.0, "dev": 50.0}
+  assert calls == [("selection", ()), ("dev", ("--nodo_train",))]
 
 
 def test_a_grown_grid_forgets_choices_until_every_rate_has_run():

@@ -362,8 +362,8 @@ def test_a_vocab_other_than_the_models_own_is_refused_before_anything_is_written
       ("convert", "electra_tf.convert", from_hf + ["--nodo_lower_case"],
        f"--nodo_lower_case: the model's tokenizer ({tokenizer}) lower-cases; leave the flag "
        "out: --from_hf takes the folder's own casing")]:
-    result = run_command(module, program, argv)
-    assert (result.status, result.stderr) == (2, f"{program}: error: {message}\n"), argv
+    result = run_command(f"electra_tf.commands.{module}", argv, program)
+    assert (result.returncode, result.stderr) == (2, f"{program}: error: {message}\n"), argv
   assert sorted(os.listdir(tmp_path)) == ["shorter.txt", "swapped.txt"]
   copy = tmp_path / "copy.txt"
   shutil.copy(recorded, copy)
@@ -568,30 +568,6 @@ def test_bad_transformers_folders_are_one_line_errors_and_write_nothing(tmp_path
     assert not out.exists(), name
 
 
-# The convert command's flags and main() on each bad case, in one process (one
-# TensorFlow start): what `python -m electra_tf.convert` prints and exits with.
-CONVERT_CASES = """
-import contextlib, io, json, sys
-from absl import flags
-from electra_tf import cli
-from electra_tf.commands import convert
-convert.define_flags()
-results = []
-for argv in json.loads(sys.argv[1]):
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS(["convert"] + argv)
-  err = io.StringIO()
-  with contextlib.redirect_stderr(err):
-    try:
-      with cli.one_line_errors("electra_tf.convert"):
-        code = convert.main() or 0
-    except SystemExit as e:
-      code = e.code
-  results.append([code, err.getvalue()])
-print(json.dumps(results))
-"""
-
-
 @pytest.mark.slow
 def test_convert_command_on_bad_transformers_folders(tmp_path):
   cases = _bad_saved_cases(tmp_path)
@@ -600,14 +576,13 @@ def test_convert_command_on_bad_transformers_folders(tmp_path):
   argvs.append([f"--from_hf={SAVED_PAIR[0]}"])
   messages = [message for _, message in cases.values()]
   messages.append("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-  run = subprocess.run([sys.executable, "-c", CONVERT_CASES, json.dumps(argvs)], cwd=REPO,
-                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), capture_output=True,
-                       text=True)
-  assert run.returncode == 0, run.stderr[-2000:]
-  for (code, stderr), message in zip(json.loads(run.stdout.splitlines()[-1]), messages):
-    assert code == 2, (message, stderr)
-    assert stderr == f"electra_tf.convert: error: {message}" + stderr.split(message, 1)[1]
-    assert stderr.count("\n") == 1, stderr
+  # What `python -m electra_tf.convert` prints and exits with, in this process.
+  for argv, message in zip(argvs, messages):
+    run = run_command("electra_tf.commands.convert", argv, "electra_tf.convert")
+    assert run.returncode == 2, (message, run.stderr)
+    assert run.stderr == (f"electra_tf.convert: error: {message}"
+                          + run.stderr.split(message, 1)[1])
+    assert run.stderr.count("\n") == 1, run.stderr
   assert not any(name.startswith("out_") for name in os.listdir(tmp_path))
 
 
@@ -618,16 +593,14 @@ def test_commands_export_import_and_continue_pretraining(
   from the imported pair for 2 steps."""
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
   hparams = json.dumps(_hparams(official_debug_fixture))
-  run = subprocess.run(
-      [sys.executable, "-m", "electra_tf.convert", f"--to_hf={tmp_path / 'hf'}",
-       f"--checkpoint={official_debug_fixture / 'model.ckpt'}", f"--hparams={hparams}",
-       f"--vocab_file={bert_vocab}"], cwd=REPO, env=env, capture_output=True, text=True)
+  # The two conversions in this process (python -m electra_tf.convert's entry point).
+  run = run_command("electra_tf.commands.convert", [
+      f"--to_hf={tmp_path / 'hf'}", f"--checkpoint={official_debug_fixture / 'model.ckpt'}",
+      f"--hparams={hparams}", f"--vocab_file={bert_vocab}"], "electra_tf.convert")
   assert run.returncode == 0, run.stderr[-2000:]
-  run = subprocess.run(
-      [sys.executable, "-m", "electra_tf.convert",
-       f"--from_hf={tmp_path / 'hf' / 'discriminator'},{tmp_path / 'hf' / 'generator'}",
-       f"--output_dir={tmp_path / 'imported'}"], cwd=REPO, env=env, capture_output=True,
-      text=True)
+  run = run_command("electra_tf.commands.convert", [
+      f"--from_hf={tmp_path / 'hf' / 'discriminator'},{tmp_path / 'hf' / 'generator'}",
+      f"--output_dir={tmp_path / 'imported'}"], "electra_tf.convert")
   assert run.returncode == 0, run.stderr[-2000:]
   data_dir = make_pretraining_data_dir(tmp_path / "data", corpus_dir, bert_vocab,
                                        num_lines=60, num_out_files=1)

@@ -9,6 +9,8 @@ import sys
 import pytest
 
 from electra_tf import stop_points
+from tests.conftest import run_command
+from tools import learning_study
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
               "num_eval_steps": 2, "num_warmup_steps": 1, "iterations_per_loop": 2,
@@ -17,8 +19,18 @@ TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
                   "intermediate_size": 32}}
 
 
-def _study(repo_root, *argv):
-  return subprocess.run([sys.executable, "-m", "tools.learning_study", *argv], cwd=repo_root, capture_output=True, text=True,
+def _study(*argv):
+  """python -m tools.learning_study ARGV, run in this process (run_command):
+  for the runs that stop before any TensorFlow work."""
+  return run_command("tools.learning_study", argv, "learning_study.py")
+
+
+def _study_process(repo_root, *argv):
+  """python -m tools.learning_study ARGV in a process of its own: for the
+  runs that pre-train (in this process, a tf.data iterator they leave
+  behind hung its exit)."""
+  return subprocess.run([sys.executable, "-m", "tools.learning_study", *argv], cwd=repo_root,
+                        capture_output=True, text=True,
                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
 
 
@@ -35,8 +47,8 @@ def _corpus(tmp_path, corpus_dir, train_lines, end_line):
   return corpus
 
 
-def test_eval_point_beyond_the_schedule_is_a_one_line_error(repo_root, tmp_path):
-  run = _study(repo_root, f"--work_dir={tmp_path / 'study'}", "--steps=10",
+def test_eval_point_beyond_the_schedule_is_a_one_line_error(tmp_path):
+  run = _study(f"--work_dir={tmp_path / 'study'}", "--steps=10",
                "--eval_at=5,20", "--finetune_at=5")
   assert run.returncode != 0
   assert "--eval_at/--finetune_at: 20 is beyond --steps 10" in run.stderr.strip().splitlines()[-1]
@@ -53,7 +65,7 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
           "--hparams=" + json.dumps(TINY_MODEL), "--steps=4", "--eval_at=2,4",
           "--finetune_at=4", "--tasks=sst", "--train_examples=16", "--seeds=1",
           '--finetuning_hparams={"num_train_epochs": 1.0, "train_batch_size": 8}']
-  run = _study(repo_root, *argv)
+  run = _study_process(repo_root, *argv)
   assert run.returncode == 0, run.stderr[-3000:]
   results = json.loads((work_dir / "results.json").read_text())
 
@@ -104,7 +116,7 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
 
   # Rerun: everything is done, so nothing trains again and the results stay.
   before = {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")}
-  rerun = _study(repo_root, *argv)
+  rerun = _study_process(repo_root, *argv)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
@@ -114,7 +126,7 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   # setting's runs and figure are kept.
   few = [a for a in argv if not a.startswith("--train_examples")] + [
       "--train_examples=8", "--finetuning_name=few", "--norandom_init"]
-  run = _study(repo_root, *few)
+  run = _study_process(repo_root, *few)
   assert run.returncode == 0, run.stderr[-3000:]
   both = json.loads((work_dir / "results.json").read_text())
   assert both["finetuning"] == results["finetuning"]
@@ -132,7 +144,7 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
 
 
 @pytest.mark.slow
-def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_path):
+def test_task_text_writes_each_training_text_once_without_labels(tmp_path, capsys):
   data = tmp_path / "finetuning_data"
   (data / "sst").mkdir(parents=True)
   (data / "sst" / "train.tsv").write_text(
@@ -141,14 +153,9 @@ def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_
   (data / "chunk").mkdir()
   (data / "chunk" / "train.txt").write_text(
       "He PRP B-NP\nran VBD B-VP\n. . O\n\nShe PRP B-NP\nsat VBD B-VP\n\n", encoding="utf-8")
-  code = ("import pathlib; from tools import learning_study as s; "
-          f"print(s.write_task_text('sst', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r}))); "
-          f"print(s.write_task_text('chunk', {str(data)!r}, pathlib.Path({str(tmp_path / 'out')!r})))")
-  run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
-                       text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
-  assert run.returncode == 0, run.stderr[-2000:]
-  sst_path, chunk_path = run.stdout.splitlines()[1::2]  # each after its log line
-  assert "sst: 61 training texts added" in run.stdout
+  sst_path = learning_study.write_task_text("sst", str(data), tmp_path / "out")
+  chunk_path = learning_study.write_task_text("chunk", str(data), tmp_path / "out")
+  assert "sst: 61 training texts added" in capsys.readouterr().out
   documents = open(sst_path, encoding="utf-8").read().rstrip("\n").split("\n\n")
   # 61 texts, labels and header dropped, in documents of 50 lines.
   assert [len(d.split("\n")) for d in documents] == [50, 11]
@@ -156,22 +163,13 @@ def test_task_text_writes_each_training_text_once_without_labels(repo_root, tmp_
   assert open(chunk_path, encoding="utf-8").read() == "He ran .\nShe sat\n"
 
 
-def test_fine_tuning_summaries_compare_each_start_with_random_init(repo_root):
+def test_fine_tuning_summaries_compare_each_start_with_random_init():
   starts = {"random_init": {"runs": {"1": 36.0, "2": 38.5, "3": 36.5}},
             "electra_4": {"runs": {"1": 37.0, "2": 38.0, "3": 39.0}},
             "mlm_6": {"runs": {"1": 40.0}},
             "mlm_9": {"runs": {"1": 37.0, "2": 37.0, "4": 37.0}}}
-  code = ("import json, sys; from tools import learning_study as s; "
-          "starts = json.load(sys.stdin); "
-          "s.summarise_starts(starts, {'electra_4': 'mlm_9', 'electra_2': 'mlm_3'}); "
-          "print(json.dumps({'starts': starts, 'flat': s.compare_runs("
-          "{'1': 2.0, '2': 2.0}, {'1': 1.0, '2': 1.0})}))")
-  run = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
-                       text=True, input=json.dumps(starts),
-                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
-  assert run.returncode == 0, run.stderr[-2000:]
-  out = json.loads(run.stdout.splitlines()[-1])
-  summary = out["starts"]
+  learning_study.summarise_starts(starts, {"electra_4": "mlm_9", "electra_2": "mlm_3"})
+  summary = starts
   assert "against_random_init" not in summary["random_init"]
   assert summary["random_init"]["mean"] == pytest.approx(37.0)
   assert summary["random_init"]["std"] == pytest.approx(1.75 ** 0.5)  # sample variance 3.5 / 2
@@ -195,12 +193,12 @@ def test_fine_tuning_summaries_compare_each_start_with_random_init(repo_root):
   assert summary["mlm_9"]["against_random_init"]["common_seeds"] == 2
   assert summary["mlm_9"]["against_random_init"]["higher_on_seeds"] == 1
   # No spread on either side: no t rather than a division by zero.
-  assert out["flat"] == {"difference": 1.0, "common_seeds": 2, "higher_on_seeds": 2,
-                         "welch_t": None}
+  assert learning_study.compare_runs({"1": 2.0, "2": 2.0}, {"1": 1.0, "2": 1.0}) == {
+      "difference": 1.0, "common_seeds": 2, "higher_on_seeds": 2, "welch_t": None}
 
 
-def test_task_text_of_a_question_answering_task_is_a_one_line_error(repo_root, tmp_path):
-  run = _study(repo_root, f"--work_dir={tmp_path / 'study'}", "--steps=10", "--eval_at=5",
+def test_task_text_of_a_question_answering_task_is_a_one_line_error(tmp_path):
+  run = _study(f"--work_dir={tmp_path / 'study'}", "--steps=10", "--eval_at=5",
                "--finetune_at=5", "--task_text=sst,squad")
   assert run.returncode != 0
   assert ("--task_text: squad is not a classification or tagging task"
@@ -219,7 +217,7 @@ def test_task_text_of_a_question_answering_task_is_a_one_line_error(repo_root, t
      "--finetuning_name: 'a/b' is not a folder name"),
 ])
 def test_other_finetuning_setting_in_the_same_work_dir_is_a_one_line_error(
-    repo_root, tmp_path, extra, message):
+    tmp_path, extra, message):
   # Resuming runs that began with other examples or hparams would report
   # their numbers under the new flags: refused before any work.
   work_dir = tmp_path / "study"
@@ -227,7 +225,7 @@ def test_other_finetuning_setting_in_the_same_work_dir_is_a_one_line_error(
   recorded = {"finetuning_settings": {"finetuning": {
       "train_examples": 1000, "finetuning_hparams": {"learning_rate": 3e-4}}}}
   (work_dir / "results.json").write_text(json.dumps(recorded))
-  run = _study(repo_root, f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
+  run = _study(f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
                "--finetune_at=5", '--finetuning_hparams={"learning_rate": 3e-4}', *extra)
   assert run.returncode != 0
   assert message in run.stderr.strip().splitlines()[-1]
@@ -235,8 +233,7 @@ def test_other_finetuning_setting_in_the_same_work_dir_is_a_one_line_error(
   assert sorted(p.name for p in work_dir.iterdir()) == ["results.json"]
 
 
-def test_work_dir_from_before_named_settings_is_checked_against_its_settings(
-    repo_root, tmp_path):
+def test_work_dir_from_before_named_settings_is_checked_against_its_settings(tmp_path):
   # results.json written before settings were recorded per name kept the one
   # setting in "settings": it still guards the runs in finetuning/.
   work_dir = tmp_path / "study"
@@ -245,7 +242,7 @@ def test_work_dir_from_before_named_settings_is_checked_against_its_settings(
                            "finetuning_hparams": '{"num_train_epochs": 10.0}'},
               "finetuning": {"sst": {}}}
   (work_dir / "results.json").write_text(json.dumps(recorded))
-  run = _study(repo_root, f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
+  run = _study(f"--work_dir={work_dir}", "--steps=10", "--eval_at=5",
                "--finetune_at=5", "--train_examples=1000",
                '--finetuning_hparams={"num_train_epochs": 30.0}')
   assert run.returncode != 0

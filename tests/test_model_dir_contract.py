@@ -7,7 +7,7 @@ asserted.  Where two artifacts meet wrongly (records of another vocab, a
 changed batch on resume, a damaged checkpoint) the command stops in one line
 before any work, or (a damaged newest checkpoint in training) resumes from
 the newest intact one with a warning.  Every command runs in this process
-(tests/conftest.py run_command), as its entry point would.
+(tests/conftest.py's run_command), as its entry point would.
 """
 
 import json
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from electra_tf import optimization
-from tests.conftest import run_command as run_in_process
+from tests.conftest import error_line, run_command
 
 PROGRAMS = {"pretrain": "run_pretraining.py", "finetune": "run_finetuning.py",
             "build_vocab": "build_vocab.py", "build_tfrecords": "build_tfrecords.py",
@@ -33,20 +33,14 @@ SCHEDULE = {"train_batch_size": 4, "num_train_steps": 6, "num_warmup_steps": 2,
 LENGTH = 48
 
 
-def run_command(name, argv):
-  return run_in_process(name, PROGRAMS[name], argv)
+def run(name, argv):
+  """The command electra_tf/commands/<name>.py, in this process."""
+  return run_command(f"electra_tf.commands.{name}", argv, PROGRAMS[name])
 
 
 def _ok(result):
-  assert result.status == 0, (result.stdout[-3000:], result.stderr[-3000:])
+  assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
   return result.stdout
-
-
-def _error_line(result):
-  """The one line a refusal prints (exit status 2, nothing else on stderr)."""
-  assert result.status == 2, (result.stdout[-2000:], result.stderr[-2000:])
-  assert result.stderr.count("\n") == 1, result.stderr[-3000:]
-  return result.error_line
 
 
 def _snapshot(root):
@@ -75,11 +69,11 @@ def inputs(tmp_path_factory, corpus_dir):
     (root / name).mkdir()
     (root / name / "text.txt").write_text("\n".join(part) + "\n", encoding="utf-8")
   for vocab, size in (("A", 900), ("B", 400)):
-    _ok(run_command("build_vocab", [f"--corpus_dir={root / 'train'}",
+    _ok(run("build_vocab", [f"--corpus_dir={root / 'train'}",
                                     f"--vocab_size={size}",
                                     f"--output_file={root / vocab / 'vocab.txt'}"]))
   for vocab, part in (("A", "train"), ("A", "held_out"), ("B", "train")):
-    _ok(run_command("build_tfrecords", [
+    _ok(run("build_tfrecords", [
         f"--corpus_dir={root / part}", f"--vocab_file={root / vocab / 'vocab.txt'}",
         f"--output_dir={root / vocab / part}", f"--max_seq_length={LENGTH}",
         "--num_out_files=1", "--seed=1"]))
@@ -90,7 +84,7 @@ def inputs(tmp_path_factory, corpus_dir):
 def trained(inputs, tmp_path_factory):
   """The first run: vocab A's records, architecture and schedule typed once."""
   model_dir = tmp_path_factory.mktemp("run") / "model"
-  out = _ok(run_command("pretrain", [
+  out = _ok(run("pretrain", [
       f"--pretrain_tfrecords={inputs / 'A' / 'train' / '*'}",
       f"--vocab_file={inputs / 'A' / 'vocab.txt'}", f"--model_dir={model_dir}",
       "--hparams=" + json.dumps({**ARCHITECTURE, **SCHEDULE,
@@ -112,11 +106,11 @@ def test_records_of_another_vocab_are_refused_before_any_work(inputs, tmp_path):
   # B's records with A's vocab, and A's records with B's (ids beyond its table).
   for records, vocab in (("B", "A"), ("A", "B")):
     model_dir = tmp_path / f"records_{records}_vocab_{vocab}"
-    result = run_command("pretrain", [
+    result = run("pretrain", [
         f"--pretrain_tfrecords={inputs / records / 'train' / '*'}",
         f"--vocab_file={inputs / vocab / 'vocab.txt'}", f"--model_dir={model_dir}",
         "--hparams=" + json.dumps({**ARCHITECTURE, **SCHEDULE})])
-    line = _error_line(result)
+    line = error_line(result)
     assert line.startswith("run_pretraining.py: error: pretrain_tfrecords ")
     assert "built with another vocab than" in line and f"{vocab}/vocab.txt" in line, line
     assert not model_dir.exists()
@@ -125,7 +119,7 @@ def test_records_of_another_vocab_are_refused_before_any_work(inputs, tmp_path):
 @pytest.mark.slow
 def test_an_extension_by_steps_alone_keeps_the_schedule(trained):
   model_dir, _ = trained
-  out = _ok(run_command("pretrain", [f"--model_dir={model_dir}", "--num_train_steps=9"]))
+  out = _ok(run("pretrain", [f"--model_dir={model_dir}", "--num_train_steps=9"]))
   assert f"Continuing the run recorded in {model_dir / 'training_runs.json'}" in out
   assert "  num_train_steps: 9 (recorded: 6)" in out
   assert "Restored the input position of step 6" in out and "Skipping" not in out
@@ -150,9 +144,9 @@ def test_a_resume_that_changes_the_batch_or_length_is_refused(trained):
   before = _snapshot(model_dir)
   for change, name in (({"train_batch_size": 8}, "train_batch_size"),
                        ({"seed": 3}, "seed")):
-    result = run_command("pretrain", [f"--model_dir={model_dir}", "--num_train_steps=12",
+    result = run("pretrain", [f"--model_dir={model_dir}", "--num_train_steps=12",
                                       "--hparams=" + json.dumps(change)])
-    line = _error_line(result)
+    line = error_line(result)
     assert line.startswith(f"run_pretraining.py: error: hparam {name}: "), line
     assert f"--init_checkpoint={model_dir}" in line
   assert _snapshot(model_dir) == before
@@ -161,7 +155,7 @@ def test_a_resume_that_changes_the_batch_or_length_is_refused(trained):
 @pytest.mark.slow
 def test_an_evaluation_needs_nothing_retyped_and_says_what_it_measured(trained, inputs):
   model_dir, _ = trained
-  out = _ok(run_command("pretrain", [f"--model_dir={model_dir}", "--do_eval"]))
+  out = _ok(run("pretrain", [f"--model_dir={model_dir}", "--do_eval"]))
   assert "TRAINING records" not in out
   results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
   assert results["held_out"] is True
@@ -172,7 +166,7 @@ def test_an_evaluation_needs_nothing_retyped_and_says_what_it_measured(trained, 
   assert results["checkpoint"] == str(model_dir / f"ckpt-{results['global_step']}")
   assert results["eval_examples"] == 2 * 4
   # On the training records: said so, and kept beside the first in the history.
-  out = _ok(run_command("pretrain", [
+  out = _ok(run("pretrain", [
       f"--model_dir={model_dir}", "--do_eval",
       "--hparams=" + json.dumps({"eval_tfrecords": str(inputs / "A" / "train" / "*")})]))
   assert "the TRAINING records" in out
@@ -188,26 +182,26 @@ def test_export_convert_and_finetune_read_the_model_dir(trained, inputs, tmp_pat
                                                         finetuning_data_dir):
   model_dir, _ = trained
   export_dir = tmp_path / "export"
-  _ok(run_command("export", [f"--checkpoint={model_dir}", f"--export_dir={export_dir}"]))
+  _ok(run("export", [f"--checkpoint={model_dir}", f"--export_dir={export_dir}"]))
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   text = tf.saved_model.load(str(export_dir)).signatures["text"]
   tokens = text(text=tf.constant([" ".join(["the"] * 200)]))["tokens"]
   assert tokens.shape[1] == LENGTH  # the run's max_seq_length, not the default 128
   # Another vocab than the checkpoint's: one line, nothing written.
-  result = run_command("export", [f"--checkpoint={model_dir}", f"--export_dir={tmp_path / 'e2'}",
+  result = run("export", [f"--checkpoint={model_dir}", f"--export_dir={tmp_path / 'e2'}",
                                   f"--vocab_file={inputs / 'B' / 'vocab.txt'}"])
-  assert f"not the vocab {model_dir} was trained with" in _error_line(result)
+  assert f"not the vocab {model_dir} was trained with" in error_line(result)
   assert not (tmp_path / "e2").exists()
   hf_dir = tmp_path / "hf"
-  _ok(run_command("convert", [f"--to_hf={hf_dir}", f"--checkpoint={model_dir}"]))
+  _ok(run("convert", [f"--to_hf={hf_dir}", f"--checkpoint={model_dir}"]))
   card = (hf_dir / "discriminator" / "README.md").read_text()
   results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
   place = "held-out" if results["held_out"] else "the training"
   assert f"## Evaluation on {place} records (unsup_results.json)" in card
   assert f"checkpoint `{results['checkpoint']}`" in card
   tuned = tmp_path / "tuned"
-  _ok(run_command("finetune", [
+  _ok(run("finetune", [
       f"--data_dir={finetuning_data_dir.parent}", f"--init_checkpoint={model_dir}",
       f"--model_dir={tuned}", "--hparams=" + json.dumps(
           {"task_names": ["mrpc"], "max_seq_length": 32, "train_batch_size": 16,
@@ -231,12 +225,12 @@ def test_a_damaged_newest_checkpoint(trained, tmp_path):
   older = sorted(int(p.name[5:-6]) for p in model_dir.glob("ckpt-*.index"))[-2]
   data = model_dir / f"ckpt-{newest}.data-00000-of-00001"
   data.write_bytes(data.read_bytes()[:len(data.read_bytes()) // 2])  # cut short
-  result = run_command("export", [f"--checkpoint={model_dir}",
+  result = run("export", [f"--checkpoint={model_dir}",
                                   f"--export_dir={tmp_path / 'e'}"])
-  line = _error_line(result)
+  line = error_line(result)
   assert f"checkpoint {model_dir}/ckpt-{newest} is damaged" in line, line
   assert f"the newest intact one is {model_dir}/ckpt-{older}" in line, line
-  out = _ok(run_command("pretrain", [f"--model_dir={model_dir}",
+  out = _ok(run("pretrain", [f"--model_dir={model_dir}",
                                      f"--num_train_steps={newest + 1}"]))
   assert f"WARNING: checkpoint {model_dir}/ckpt-{newest} is damaged" in out
   assert f"Resumed from {model_dir}/ckpt-{older} at step {older}" in out

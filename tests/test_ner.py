@@ -289,10 +289,10 @@ def test_files_in_another_tagging_scheme_are_refused_naming_the_one_they_fit(
   first = next(number for number, line in enumerate(train.read_text().splitlines(), 1)
                if line.split()[-1:] not in ([], ["O"]))  # IOB1: entities begin with I-
   hparams = json.dumps(dict(TINY, vocab_size=len(cased_vocab())))
-  result = run_command("finetune", "run_finetuning.py", [
+  result = run_command("electra_tf.commands.finetune", [
       f"--data_dir={data_dir}", "--task_names=ner", f"--model_dir={tmp_path / 'model'}",
-      "--init_checkpoint=none", f"--hparams={hparams}"])
-  assert (result.status, result.stderr) == (2, (
+      "--init_checkpoint=none", f"--hparams={hparams}"], "run_finetuning.py")
+  assert (result.returncode, result.stderr) == (2, (
       f"run_finetuning.py: error: {train}: {n_ill_formed} of {n_entities} entities are "
       f"ill-formed in hparam tagging_scheme IOB2 (the first on line {first}) but none in IOB1; "
       "set hparam tagging_scheme to IOB1\n"))

@@ -72,8 +72,7 @@ def readme_commands(text: str):
 
 def test_readme_is_a_newcomers_page():
   text = (REPO / "README.md").read_text(encoding="utf-8")
-  # 300 lines, and the 12 of "Use it from Python" (issue 50), which came when it was full.
-  assert len(text.splitlines()) <= 312
+  assert len(text.splitlines()) <= 300
   quickstart = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
   assert re.findall(r"```bash\n(.*?)\n```", quickstart, flags=re.S) == [
       "pip install -r requirements.txt && python run_pretraining.py",
@@ -81,6 +80,20 @@ def test_readme_is_a_newcomers_page():
   assert "python3 -m pytest -q tests" in (REPO / ".ci" / "run").read_text()
   for link in re.findall(r"\]\((docs/[^)#]+)", text):
     assert (REPO / link).is_file(), link
+
+
+def test_readme_names_every_package_the_install_brings():
+  """The Requirements paragraph names pyproject.toml's dependencies and its
+  `test` extra, each by its distribution name."""
+  text = (REPO / "README.md").read_text(encoding="utf-8")
+  requirements = text.split("Requirements:", 1)[1].split("\n\n", 1)[0]
+  project = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+  dependencies = project.split("dependencies = [", 1)[1].split("]", 1)[0]
+  extra = project.split("\ntest = [", 1)[1].split("]", 1)[0]
+  names = re.findall(r'"([A-Za-z][\w-]*)', dependencies + extra)
+  assert len(names) >= 14
+  for name in names:
+    assert f"`{name}" in requirements, name
 
 
 def test_readme_commands_are_parsed():

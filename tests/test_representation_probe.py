@@ -139,8 +139,10 @@ def test_probe_tool_end_to_end_resumes_and_refuses_bad_input(
   run = _run(repo_root, *argv)
   assert run.returncode == 0, run.stderr[-3000:]
   results = json.loads((tmp_path / "out" / "results.json").read_text())
-  assert results["pretraining_runs"] == [{"objective": "electra", "seed": 0, "steps": 0,
-                                          "checkpoint": checkpoint, "study_dir": str(study)}]
+  # The tool records resolved paths (../shared may be a symlink).
+  assert results["pretraining_runs"] == [{
+      "objective": "electra", "seed": 0, "steps": 0,
+      "checkpoint": str(pathlib.Path(checkpoint).resolve()), "study_dir": str(study.resolve())}]
   assert sorted(results["starts"]) == ["electra_seed0", "random_init_seed1", "random_init_seed2"]
   for start in results["starts"].values():
     assert sorted(start["layers"]) == ["0", "1", "2"]  # embeddings, 2 transformer layers

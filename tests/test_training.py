@@ -1,7 +1,9 @@
 """The pre-training job: strategies, resume after kill -9, eval results, demo.
 
-Heavy runs happen in subprocesses (logical CPU devices must be configured
-before TensorFlow starts, and kill -9 needs a process).  Everything uses a
+The command's train, eval and resume runs happen in this process, through
+its entry point (tests/conftest.run_script); the strategies' runs in
+subprocesses (logical CPU devices must be configured before TensorFlow
+starts, and several workers need several processes).  Everything uses a
 tiny ELECTRA on TFRecords built once from real text with the BERT vocab.
 """
 
@@ -17,7 +19,7 @@ import pytest
 
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import eval_first_counter, start_warnings
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import make_pretraining_data_dir, run_script
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -56,7 +58,7 @@ def _pretrain_args(data_dir, model_dir, hparams=None, extra=()):
 @pytest.mark.slow
 def test_train_eval_resume_and_results(tiny_data, tmp_path):
   model_dir = tmp_path / "model"
-  run = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train", "--do_eval"]))
+  run = run_script(_pretrain_args(tiny_data, model_dir, extra=["--do_train", "--do_eval"]))
   assert run.returncode == 0, run.stderr[-3000:]
   log = run.stdout
   assert "step 6/6 = 100.0%" in log and "steps/s" in log and "seq/s" in log and "ETA" in log
@@ -78,7 +80,7 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
   assert sorted(p.name for p in model_dir.glob("ckpt-*.index")) == ["ckpt-3.index", "ckpt-6.index"]
   assert list((model_dir / "train").glob("events.out.tfevents.*"))
   # The same command again resumes at the final step and trains nothing more.
-  rerun = _run(_pretrain_args(tiny_data, model_dir, extra=["--do_train"]))
+  rerun = run_script(_pretrain_args(tiny_data, model_dir, extra=["--do_train"]))
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "Resumed from" in rerun.stdout and "ckpt-6" in rerun.stdout
   # Resuming from step 3 (weights, slots, data stream, sampling seeds and
@@ -92,7 +94,7 @@ def test_train_eval_resume_and_results(tiny_data, tmp_path):
     path.unlink()
   (resumed_dir / "checkpoint").write_text(
       'model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-3"\n')
-  resumed = _run(_pretrain_args(tiny_data, resumed_dir))
+  resumed = run_script(_pretrain_args(tiny_data, resumed_dir))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resumed from" in resumed.stdout and "at step 3" in resumed.stdout
   full = tf.train.load_checkpoint(str(model_dir / "ckpt-6"))

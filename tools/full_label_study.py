@@ -5,7 +5,9 @@ fine-tuned on all of GLUE SST-2 and CoLA and CoNLL-2000 chunking.
     python -m tools.full_label_study --work_dir=full_labels \\
         --study_dirs=runs/seed1,runs/seed2,runs/seed3 \\
         [--max_seq_length=sst:64,cola:64,chunk:128] \\
-        [--num_train_epochs=sst:3,cola:3,chunk:3]
+        [--num_train_epochs=sst:3,cola:3,chunk:3] \\
+        [--starts=official_step0=CHECKPOINT] \\
+        [--finetuning_hparams='{"layerwise_lr_decay": 1.0}'] [--epoch_metrics]
 
 Starts:
   - random_init_seed<S> for each --random_init_seeds S: the study model's
@@ -14,8 +16,13 @@ Starts:
   - <objective>_seed<S> for each pre-training run of the --study_dirs
     (tools/learning_study.py work dirs: results.json's pretraining_runs), its
     checkpoint where its schedule ends; the masked LM's schedule spends
-    ELECTRA's pre-training FLOPs.
-The study dirs must share their model and vocab (results.json settings).
+    ELECTRA's pre-training FLOPs;
+  - NAME for each --starts NAME=CHECKPOINT: any other checkpoint of the same
+    encoder (e.g. the official code's step-0 weights: a check that a start
+    loads and trains as the random ones do).
+The study dirs must share their model and vocab (results.json settings);
+without study dirs, the model is tools/learning_study.py's default (the
+official trajectory fixture's shape) with the BERT uncased vocab.
 
 The rule, the same for every start and task:
   - --selection_examples training examples (chunking: sentences), drawn at
@@ -30,19 +37,27 @@ The rule, the same for every start and task:
     the smaller rate), and its result that run's dev score. The other runs'
     dev scores are kept but choose nothing.
 Scores: SST-2 accuracy, CoLA MCC x 100, chunking F1, as run_finetuning.py
-reports them.
+reports them. --finetuning_hparams overrides other official fine-tuning
+hparams for every run (e.g. layerwise_lr_decay); --epoch_metrics records each
+run's curve: its dev score, mean training loss and weight norms before the
+first step and after every epoch (the hparam epoch_metrics), kept in
+results.json as the run's `epochs`.
 
 Each run is a run_finetuning.py model_dir, work_dir/runs/<task>/<start>/lr<LR>:
 it trains on data/selection/ (whose dev set is the selection set) and is then
-evaluated, without training, on data/dev/ (the real dev set); each score is
-kept beside it as selection_metrics.json and dev_metrics.json. Rerunning the
+evaluated, without training, on data/dev/ (the real dev set); with
+--epoch_metrics the other way round, so that the curve is the dev set's (the
+two folders train on the same examples, and fine-tuning is deterministic, so
+the scores are the same); each score is kept beside it as
+selection_metrics.json and dev_metrics.json. Rerunning the
 same command skips the finished runs; more --study_dirs or --random_init_seeds
 add starts; more --learning_rates (the recorded ones and others) add runs to
 every start, whose choice is then made again over all its rates (until they
 have run, a start has none); other settings are refused.
 
 work_dir/results.json: settings (the rule and its values), pretraining_runs
-(objective, seed, steps, absolute checkpoint, study_dir), finetuning
+(objective, seed, steps, absolute checkpoint, study_dir), named_starts (the
+--starts: {name: absolute checkpoint}), finetuning
 {task: {start: {runs: {lr: {selection, dev}}, chosen_lr, dev}}} and analysis
 (tools/learning_analysis.analyse_full_labels: the pre-training run as the
 unit, trivial baselines on the same training examples). Its tables go to
@@ -71,6 +86,9 @@ from tools import study_samples
 FLAGS = flags.FLAGS
 
 TASK_FILES = study_samples.TASK_FILES
+# Fine-tuning hparams the study sets per run from its own flags.
+STUDY_HPARAMS = ("learning_rate", "max_seq_length", "num_train_epochs", "seed",
+                 "preprocessed_data_dir", "epoch_metrics")
 RULE = ("per task, selection_examples training examples drawn at random (selection_seed) are "
         "the selection set and the starts fine-tune on the rest; one run per learning rate "
         "(fine-tuning seed `seed`), scored on the selection set and the dev set; a start's "
@@ -81,8 +99,9 @@ RULE = ("per task, selection_examples training examples drawn at random (selecti
 def define_flags() -> None:
   """The command's flags, defined when it runs (tests import the module)."""
   flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
-  flags.DEFINE_list("study_dirs", None,
-                    "tools/learning_study.py work dirs whose pre-training runs are starts.")
+  flags.DEFINE_list("study_dirs", [],
+                    "tools/learning_study.py work dirs whose pre-training runs are starts "
+                    "(none: the study tool's default model and vocab).")
   flags.DEFINE_string("finetuning_data_dir", str(learning_study.SHARED / "finetuning_data"),
                       "Folder with <task>/ fine-tuning data.")
   flags.DEFINE_list("tasks", ["sst", "cola", "chunk"], "Fine-tuning tasks.")
@@ -101,7 +120,15 @@ def define_flags() -> None:
                     "of its sentences, in 128, the length the encoders were pre-trained at.")
   flags.DEFINE_list("num_train_epochs", ["sst:3", "cola:3", "chunk:3"],
                     "Fine-tuning epochs of each task (task:epochs; official: 3).")
-  flags.mark_flags_as_required(["work_dir", "study_dirs"])
+  flags.DEFINE_list("starts", [], "More starts, NAME=CHECKPOINT (a checkpoint prefix of "
+                    "the study dirs' encoder, in either format).")
+  flags.DEFINE_string("finetuning_hparams", "{}",
+                      "JSON of official fine-tuning hparams for every run (not those the "
+                      "study sets: learning_rate, max_seq_length, num_train_epochs).")
+  flags.DEFINE_boolean("epoch_metrics", False,
+                       "Record each run's dev score, training loss and weight norms "
+                       "before the first step and after every epoch.")
+  flags.mark_flags_as_required(["work_dir"])
 
 
 def log(message: str) -> None:
@@ -184,8 +211,14 @@ def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
 # ---------------------------------------------------------------- starts
 def read_studies(study_dirs: Sequence[str]) -> Dict:
   """The model, vocab and pre-training runs of the study dirs: {model,
-  vocab_file, vocab_size, runs: [{objective, seed, steps, checkpoint
-  (absolute), study_dir}]}."""
+  vocab_file, runs: [{objective, seed, steps, checkpoint (absolute),
+  study_dir}]}; no study dirs: tools/learning_study.py's default model and
+  vocab, no runs."""
+  if not study_dirs:
+    vocab = learning_study.SHARED / "vocab" / "bert_uncased_vocab.txt"
+    return {"model": learning_study.finetuning_hparams(
+        learning_study.MODEL, sum(1 for _ in vocab.open(encoding="utf-8"))),
+            "vocab_file": str(vocab), "runs": []}
   model, vocab, runs = None, None, []
   for directory in study_dirs:
     study_dir = pathlib.Path(directory).resolve()
@@ -216,6 +249,38 @@ def read_studies(study_dirs: Sequence[str]) -> Dict:
   return {"model": model, "vocab_file": vocab, "runs": runs}
 
 
+def named_starts(items: Sequence[str], taken: Sequence[str]) -> Dict[str, str]:
+  """--starts NAME=CHECKPOINT items -> {name: absolute checkpoint prefix}; a
+  one-line error for a malformed item, a name `taken` or repeated, or a
+  checkpoint that is not there."""
+  starts: Dict[str, str] = {}
+  for item in items:
+    name, _, checkpoint = item.partition("=")
+    if not name or not checkpoint:
+      raise ConfigError(f"--starts: {item!r} is not NAME=CHECKPOINT")
+    if name in starts or name in taken:
+      raise ConfigError(f"--starts: {name} names another start too")
+    path = pathlib.Path(checkpoint).resolve()
+    if not path.with_name(path.name + ".index").exists():
+      raise CheckpointError(f"--starts: {path} (start {name}) is not a checkpoint prefix")
+    starts[name] = str(path)
+  return starts
+
+
+def override_hparams(text: str) -> Dict:
+  """--finetuning_hparams: a JSON object of hparams the study does not set."""
+  try:
+    overrides = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"--finetuning_hparams: not JSON ({e})") from None
+  if not isinstance(overrides, dict):
+    raise ConfigError("--finetuning_hparams: not a JSON object")
+  fixed = sorted(set(overrides) & set(STUDY_HPARAMS))
+  if fixed:
+    raise ConfigError(f"--finetuning_hparams: {fixed[0]} is set by the study's own flags")
+  return overrides
+
+
 def random_init_checkpoint(model: Dict, seed: int, work_dir: pathlib.Path) -> str:
   """The encoder of `model` (finetuning_hparams) initialised with `seed`,
   saved once under work_dir/random_init/; its checkpoint prefix."""
@@ -234,16 +299,21 @@ def finetune(run_dir: pathlib.Path, work_dir: pathlib.Path, task: str, checkpoin
   """One run: trains on data/selection/ and is scored on its dev set (the
   selection set), then evaluated on data/dev/ without training; each score is
   kept in run_dir as <selection|dev>_metrics.json (a finished step is not run
-  again). Returns {selection, dev} of the task's metric."""
+  again). Returns {selection, dev} of the task's metric; with the hparam
+  epoch_metrics the run trains on data/dev/ instead (its curve is the dev
+  set's), and `epochs` holds that curve (finetune/job.record_epoch's points)."""
   metric = learning_study.TASK_METRIC[task]
   scores = {}
-  for split, extra_flags in (("selection", ()), ("dev", ("--nodo_train",))):
+  order = ("dev", "selection") if hparams.get("epoch_metrics") else ("selection", "dev")
+  for split, extra_flags in zip(order, ((), ("--nodo_train",))):
     kept = run_dir / f"{split}_metrics.json"
     if not kept.exists():
       learning_study.run_finetuning(work_dir / "data" / split, task, run_dir, vocab_file,
                                     hparams, checkpoint, *extra_flags)
       shutil.copyfile(run_dir / "results" / f"{task}_dev_metrics.json", kept)
     scores[split] = json.loads(kept.read_text())[metric]
+  if hparams.get("epoch_metrics"):
+    scores["epochs"] = json.loads((run_dir / "results" / "epoch_metrics.json").read_text())
   return scores
 
 
@@ -306,7 +376,10 @@ def main() -> int:
   learning_rates = [lr_key(lr) for lr in FLAGS.learning_rates]
   lengths = per_task("max_seq_length", FLAGS.max_seq_length, FLAGS.tasks, 8)
   epochs = per_task("num_train_epochs", FLAGS.num_train_epochs, FLAGS.tasks, 0.01, float)
-  hparams = dict(studies["model"], seed=FLAGS.seed)
+  hparams = dict(studies["model"], **override_hparams(FLAGS.finetuning_hparams),
+                 seed=FLAGS.seed, **({"epoch_metrics": True} if FLAGS.epoch_metrics else {}))
+  named = named_starts(FLAGS.starts, [f"random_init_seed{s}" for s in FLAGS.random_init_seeds]
+                       + [f"{run['objective']}_seed{run['seed']}" for run in studies["runs"]])
   train_examples = {task: training_examples_left(task, data_dir, FLAGS.selection_examples)
                     for task in FLAGS.tasks}
   settings = {"rule": RULE, "tasks": FLAGS.tasks, "selection_examples": FLAGS.selection_examples,
@@ -320,6 +393,7 @@ def main() -> int:
   results["settings"] = settings
   settle_choices(results, learning_rates)
   results["pretraining_runs"] = merge_runs(results.get("pretraining_runs", []), studies["runs"])
+  results["named_starts"] = dict(results.get("named_starts", {}), **named)
   for task in FLAGS.tasks:
     write_task_data(task, data_dir, work_dir, FLAGS.selection_examples, FLAGS.selection_seed)
 
@@ -335,6 +409,7 @@ def main() -> int:
             for s in FLAGS.random_init_seeds}
   starts.update({f"{run['objective']}_seed{run['seed']}": run["checkpoint"]
                  for run in studies["runs"]})
+  starts.update(named)
   for task in FLAGS.tasks:
     for start, checkpoint in starts.items():
       record = results.setdefault("finetuning", {}).setdefault(task, {}).setdefault(

@@ -34,14 +34,16 @@ its selection set chose (analyse_full_labels).
 
 --write stores the analysis as `analysis` (and `pretraining_runs` where a
 results.json lacks them) in each results.json and rewrites the tables between
-`<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc; without it, the
-tool exits 1 if any stored analysis or table differs from the recomputed one.
+`<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc (DOC_TABLES must be
+there; any other table may be); without it, the tool exits 1 if any stored
+analysis or table differs from the recomputed one.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import json
 import math
 import pathlib
@@ -75,6 +77,8 @@ def define_flags() -> None:
 ALPHA = 0.05
 BASELINE_NAMES = "most frequent tag; Naive Bayes, counts / presence (majority class)"
 TASK_TITLE = {"chunk": "chunking F1", "sst": "SST-2 accuracy", "cola": "CoLA MCC x 100"}
+# The key of each task's score in run_finetuning.py's metrics.
+TASK_METRIC_KEY = {"chunk": "f1", "sst": "accuracy", "cola": "mcc"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +131,54 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Dict:
   return out
 
 
+def permutation_p(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
+  """The exact two-sided permutation p of mean(a) - mean(b): over every way of
+  splitting the pooled values into groups of len(a) and len(b), twice the
+  smaller share of splits whose difference is at most / at least the
+  observed one, capped at 1, as scipy.stats.permutation_test
+  (permutation_type="independent") computes it exactly. Differences within
+  1e-9 of the data's scale of the observed one count as ties (scores such as
+  accuracies tie exactly; float sums must not break them). No distributional
+  assumption: with 3 runs a side its smallest value is 2/20 = 0.10. None
+  when a side is empty."""
+  if not a or not b:
+    return None
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  pooled = np.asarray(list(a) + list(b), dtype=np.float64)
+  observed = float(np.mean(a) - np.mean(b))
+  tolerance = 1e-9 * float(np.max(np.abs(pooled)) or 1.0)
+  splits = itertools.combinations(range(len(pooled)), len(a))
+  at_most = at_least = total = 0
+  while True:  # in blocks, so that 12 runs against 12 (2.7M splits) fit in memory
+    block = np.fromiter(itertools.chain.from_iterable(itertools.islice(splits, 100_000)),
+                        dtype=np.int64).reshape(-1, len(a))
+    if not len(block):
+      break
+    sums = pooled[block].sum(axis=1)
+    null = sums / len(a) - (pooled.sum() - sums) / len(b)
+    at_most += np.count_nonzero(null <= observed + tolerance)
+    at_least += np.count_nonzero(null >= observed - tolerance)
+    total += len(block)
+  return min(1.0, 2 * min(at_most, at_least) / total)
+
+
+def runs_compared(a: Sequence[float], b: Sequence[float]) -> Dict:
+  """welch(a, b) and the exact permutation_p beside it: a comparison with
+  the pre-training run (or an initialisation seed) as the unit."""
+  return dict(welch(a, b), p_permutation=permutation_p(a, b))
+
+
+def holm_both(comparisons: List[Dict]) -> None:
+  """Holm's adjustment of a family's Welch p (p_holm) and, where the
+  comparisons have them, of its permutation p (p_permutation_holm)."""
+  for comparison, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
+    comparison["p_holm"] = adjusted
+  if comparisons and "p_permutation" in comparisons[0]:
+    for comparison, adjusted in zip(comparisons,
+                                    holm([c["p_permutation"] for c in comparisons])):
+      comparison["p_permutation_holm"] = adjusted
+
+
 def paired(a: Dict[str, float], b: Dict[str, float]) -> Dict:
   """The paired comparison over the seeds both ran: t, two-sided p, and on how
   many of them a scored higher (t and p None with fewer than 2 seeds or no
@@ -155,6 +207,34 @@ def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
     running = max(running, min(1.0, (m - rank) * p))
     adjusted[index] = running
   return adjusted
+
+
+def detectable_difference(sd_a: float, sd_b: float, runs: int, alpha: float,
+                          power: float = 0.8) -> float:
+  """The smallest difference of two arms' means (`runs` each, sds sd_a and
+  sd_b) that a two-sided t-test at `alpha` finds with `power`: the standard
+  error sqrt((sd_a² + sd_b²) / runs), 2 runs - 2 degrees of freedom, the
+  noncentral t's power solved for its noncentrality."""
+  from scipy import optimize, stats  # pylint: disable=g-import-not-at-top
+  se = math.sqrt((sd_a ** 2 + sd_b ** 2) / runs)
+  df = 2 * runs - 2
+  critical = float(stats.t.ppf(1 - alpha / 2, df))
+
+  def shortfall(noncentrality: float) -> float:
+    wrong_side = float(stats.nct.cdf(-critical, df, noncentrality))  # nan once it underflows
+    return float(stats.nct.sf(critical, df, noncentrality)) + (
+        0.0 if math.isnan(wrong_side) else wrong_side) - power
+  return se * optimize.brentq(shortfall, 0.0, critical + 6.0)
+
+
+def runs_needed(sd_a: float, sd_b: float, difference: float, alpha: float,
+                minimum: int, maximum: int, power: float = 0.8) -> int:
+  """The fewest runs an arm, from `minimum` to `maximum`, whose
+  detectable_difference is at most `difference` (`maximum` if none is)."""
+  for runs in range(minimum, maximum + 1):
+    if detectable_difference(sd_a, sd_b, runs, alpha, power) <= difference:
+      return runs
+  return maximum
 
 
 # ------------------------------------------------------------------ baselines
@@ -425,9 +505,10 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
   For each task and objective: each run's mean over its fine-tuning seeds
   (only the seeds every run of the task has, so that runs weigh the same),
   the mean and sd over runs; ELECTRA against the masked LM with Welch over the
-  run means; each objective against random initialisation (the main study's
-  runs of those fine-tuning seeds) with Welch over run means against the
-  random runs; Holm over the family.
+  run means; each objective against random initialisation (every
+  fine-tuning seed the main study ran from it: its runs do not depend on a
+  pre-training seed) with Welch over run means against the random runs; an
+  exact permutation p beside each Welch p; Holm over the family.
   """
   paths = sorted((study_dir / SEEDS_STUDY).glob("seed*/results.json"))
   if not paths:
@@ -472,18 +553,17 @@ def analyse_seeds(study_dir: pathlib.Path, main: Dict) -> Optional[Dict]:
       entry["objectives"][objective] = {"run_means": {str(s): m for s, m in
                                                       sorted(means[objective].items())},
                                         "mean": centre, "sd": sd, "runs": len(by_seed)}
-    random_runs = [random[task][f] for f in seeds]
+    random_runs = [random[task][f] for f in sorted(random[task], key=int)]
     entry["random_init"] = dict(zip(("mean", "sd"), mean_sd(random_runs)), n=len(random_runs))
     out["tasks"][task] = entry
     for objective in sorted(means):
       comparisons.append({"task": task, "start": objective, "against": "random_init",
-                          **welch(list(means[objective].values()), random_runs)})
+                          **runs_compared(list(means[objective].values()), random_runs)})
     if len(means) == 2:
       comparisons.append({"task": task, "start": "electra", "against": "masked_lm",
-                          **welch(list(means["electra"].values()),
-                                  list(means["masked_lm"].values()))})
-  for comparison, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
-    comparison["p_holm"] = adjusted
+                          **runs_compared(list(means["electra"].values()),
+                                          list(means["masked_lm"].values()))})
+  holm_both(comparisons)
   out["comparisons"] = comparisons
   out["family_size"] = sum(c["p"] is not None for c in comparisons)
   return out
@@ -544,12 +624,159 @@ def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
                            ("masked_lm", "random_init")):
       if start in groups and against in groups:
         out["comparisons"].append({"task": task, "start": start, "against": against,
-                                   **welch(list(groups[start].values()),
-                                           list(groups[against].values()))})
-  for comparison, adjusted in zip(out["comparisons"], holm([c["p"] for c in out["comparisons"]])):
-    comparison["p_holm"] = adjusted
+                                   **runs_compared(list(groups[start].values()),
+                                                   list(groups[against].values()))})
+  holm_both(out["comparisons"])
   out["family_size"] = sum(c["p"] is not None for c in out["comparisons"])
   return out
+
+
+DECISIVE_STUDY = "decisive"
+# Pre-registered (learning.md, "The decisive experiment"): runs an arm, the
+# differences 12 runs detect with the three-run sds at Holm's first step, the
+# interim after 6 runs an arm, and the cap on the runs it may call for.
+DECISIVE_RUNS, DECISIVE_INTERIM, DECISIVE_MAXIMUM = 12, 6, 20
+DECISIVE_DIFFERENCES = {"full_labels": 1.12, "labels100": 0.40}
+DECISIVE_ALPHA = 0.025
+
+
+def decisive_scores(study_dir: pathlib.Path) -> Dict[str, Dict[str, Dict[str, float]]]:
+  """{endpoint: {objective: {seed: score}}} of the decisive experiment's
+  committed runs: labels100, a pre-training run's mean chunking dev F1 over
+  its fine-tuning seeds (decisive/seed<S>/results.json, once it has all 10);
+  full_labels, its dev F1 at the rate its selection set chose
+  (decisive/full_labels/results.json)."""
+  scores: Dict[str, Dict[str, Dict[str, float]]] = {
+      "full_labels": {"electra": {}, "masked_lm": {}},
+      "labels100": {"electra": {}, "masked_lm": {}}}
+  for path in sorted((study_dir / DECISIVE_STUDY).glob("seed*/results.json")):
+    results = json.loads(path.read_text())
+    seed = str(results["settings"]["model"]["seed"])
+    steps = results["settings"]["steps"]
+    by_start = results.get("finetuning_labels100", {}).get("chunk", {})
+    for objective, start in (("electra", f"electra_{steps}"),
+                             ("masked_lm", f"mlm_{results['settings']['mlm_steps'][str(steps)]}")):
+      runs = by_start.get(start, {}).get("runs", {})
+      if len(runs) == 10:
+        scores["labels100"][objective][seed] = sum(runs.values()) / len(runs)
+  full = study_dir / DECISIVE_STUDY / "full_labels" / "results.json"
+  if full.exists():
+    for start, record in json.loads(full.read_text())["finetuning"].get("chunk", {}).items():
+      objective, seed = start.rsplit("_seed", 1)
+      if "dev" in record:
+        scores["full_labels"][objective][seed] = record["dev"]
+  return scores
+
+
+def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
+  """The decisive experiment as pre-registered. Runs done per endpoint and
+  arm; from DECISIVE_INTERIM runs an arm on every endpoint, the interim: each
+  endpoint's sd within arms (the arms' variances pooled; no mean, no
+  difference) and the runs an arm that give 80% power for its
+  DECISIVE_DIFFERENCES at DECISIVE_ALPHA (the largest over the endpoints,
+  at least DECISIVE_RUNS, at most DECISIVE_MAXIMUM); once every endpoint has
+  that many runs an arm, the endpoints: ELECTRA − masked LM, Welch over run
+  scores with an exact permutation p, Holm over the two. None before a run."""
+  scores = decisive_scores(study_dir)
+  done = {endpoint: {objective: len(runs) for objective, runs in arms.items()}
+          for endpoint, arms in scores.items()}
+  if not any(n for arms in done.values() for n in arms.values()):
+    return None
+  out: Dict = {"runs_done": done, "interim": None, "endpoints": None}
+  if all(n >= DECISIVE_INTERIM for arms in done.values() for n in arms.values()):
+    interim = {}
+    for endpoint, arms in scores.items():
+      first = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:DECISIVE_INTERIM]]
+               for o in ("electra", "masked_lm")]
+      pooled = math.sqrt(sum(mean_sd(values)[1] ** 2 for values in first) / 2)
+      interim[endpoint] = {"pooled_sd": pooled, "runs_needed": runs_needed(
+          pooled, pooled, DECISIVE_DIFFERENCES[endpoint], DECISIVE_ALPHA, DECISIVE_RUNS,
+          DECISIVE_MAXIMUM)}
+    out["interim"] = {"endpoints": interim, "runs_an_arm": max(
+        e["runs_needed"] for e in interim.values())}
+    planned = out["interim"]["runs_an_arm"]
+    if all(n >= planned for arms in done.values() for n in arms.values()):
+      comparisons = []
+      for endpoint, arms in scores.items():
+        values = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:planned]]
+                  for o in ("electra", "masked_lm")]
+        comparisons.append({"endpoint": endpoint, "start": "electra", "against": "masked_lm",
+                            **runs_compared(*values)})
+      holm_both(comparisons)
+      out["endpoints"] = comparisons
+  return out
+
+
+def decisive_table(analysis: Dict) -> str:
+  """Where the decisive experiment stands: runs done, the interim, and the
+  endpoints once complete (until then no difference is shown)."""
+  lines = ["| primary endpoint (chunking) | runs done: ELECTRA / masked LM | interim: sd within "
+           "arms (6 runs each) | runs an arm it calls for | ELECTRA − masked LM (difference "
+           "[95% CI]; Welch p, Holm over 2; exact permutation p, Holm) |", "|---|---|---|---|---|"]
+  endpoints = {c["endpoint"]: c for c in analysis["endpoints"] or []}
+  for endpoint, label in (("full_labels", "full training set, 4-rate rule"),
+                          ("labels100", "100 labels, mean of 10 fine-tuning seeds")):
+    interim = (analysis["interim"] or {}).get("endpoints", {}).get(endpoint)
+    lines.append(f"| {label} | {analysis['runs_done'][endpoint]['electra']} / "
+                 f"{analysis['runs_done'][endpoint]['masked_lm']} | "
+                 + (f"{interim['pooled_sd']:.2f} | {interim['runs_needed']}" if interim
+                    else "- | -") + " | "
+                 + (comparison_cell(endpoints[endpoint]) if endpoint in endpoints
+                    else "not before every run is in") + " |")
+  return "\n".join(lines)
+
+
+DEFECT_STUDY = "defect_checks"
+
+
+def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
+  """The defect checks: defect_checks/<check>/results.json, each a
+  tools/full_label_study.py work dir run with --epoch_metrics at one
+  learning rate. Per check and start: the rate, layer-wise decay and epochs,
+  and the run's curve: dev score, mean training loss per example and the
+  weight norms of the embeddings and of the Transformer layers (the root of
+  their squares summed) before the first step and after each epoch."""
+  paths = sorted((study_dir / DEFECT_STUDY).glob("*/results.json"))
+  if not paths:
+    return None
+  checks = {}
+  for path in paths:
+    results = json.loads(path.read_text())
+    settings = results["settings"]
+    for task, by_start in results["finetuning"].items():
+      metric = TASK_METRIC_KEY[task]
+      for start, record in sorted(by_start.items()):
+        for lr, run in sorted(record["runs"].items()):
+          points = run["epochs"]
+          layers = [math.sqrt(sum(v ** 2 for k, v in p["weight_norms"].items()
+                                  if k.startswith("layer_"))) for p in points]
+          checks.setdefault(path.parent.name, []).append({
+              "task": task, "start": start, "learning_rate": float(lr),
+              "layerwise_lr_decay": settings["finetuning_hparams"].get(
+                  "layerwise_lr_decay", 0.8),
+              "epochs": settings["num_train_epochs"][task], "dev": run["dev"],
+              "dev_by_epoch": [p["dev"][task][metric] for p in points],
+              "train_loss_by_epoch": [p["train_loss"] for p in points[1:]],
+              "embeddings_norm": [p["weight_norms"]["embeddings"] for p in points],
+              "layers_norm": layers})
+  return {"checks": checks}
+
+
+def defect_checks_table(analysis: Dict) -> str:
+  """One row per check and start: its settings and its curve, epoch by epoch."""
+  lines = ["| check: start | rate, layer-wise decay, epochs | dev score before training, then "
+           "after each epoch | training loss per example, each epoch | weight norm, embeddings; "
+           "layers (start → end) |", "|---|---|---|---|---|"]
+  for check, rows in sorted(analysis["checks"].items()):
+    for row in rows:
+      lines.append(
+          f"| {check}: {row['start']} | {row['learning_rate']:g}, "
+          f"{row['layerwise_lr_decay']:g}, {row['epochs']:g} | "
+          + ", ".join(f"{v:.1f}" for v in row["dev_by_epoch"]) + " | "
+          + ", ".join(f"{v:.3f}" for v in row["train_loss_by_epoch"]) + " | "
+          f"{row['embeddings_norm'][0]:.1f} → {row['embeddings_norm'][-1]:.1f}; "
+          f"{row['layers_norm'][0]:.1f} → {row['layers_norm'][-1]:.1f} |")
+  return "\n".join(lines)
 
 
 REPRESENTATION_STUDY = "representation_probe"
@@ -596,9 +823,8 @@ def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
                            ("masked_lm", "random_init")):
       if start in scores and against in scores:
         out["comparisons"].append({"task": task, "start": start, "against": against,
-                                   **welch(scores[start], scores[against])})
-  for comparison, adjusted in zip(out["comparisons"], holm([c["p"] for c in out["comparisons"]])):
-    comparison["p_holm"] = adjusted
+                                   **runs_compared(scores[start], scores[against])})
+  holm_both(out["comparisons"])
   out["family_size"] = sum(c["p"] is not None for c in out["comparisons"])
   out["baselines"] = {task: trivial_baselines(task, results["settings"]["probe_train_examples"],
                                               data_dir) for task in REPRESENTATION_TASKS}
@@ -637,7 +863,7 @@ def representation_tables(analysis: Dict) -> str:
                    + " |")
   if analysis["comparisons"]:
     lines += ["", f"| final-layer probe, run as the unit (difference [95% CI]; Welch p, Holm "
-                  f"over {analysis['family_size']}) | "
+                  f"over {analysis['family_size']}; exact permutation p, Holm) | "
               + " | ".join(TASK_TITLE[t] for t in REPRESENTATION_TASKS) + " |",
               "|---|" + "---|" * len(REPRESENTATION_TASKS)]
     lines += comparison_rows(analysis["comparisons"], REPRESENTATION_TASKS)
@@ -661,10 +887,17 @@ def fmt_diff(c: Dict) -> str:
 
 
 def comparison_cell(c: Dict) -> str:
+  """Difference [CI]; Welch p, Holm (and permutation p, Holm, where the
+  comparison has them); bold when every Holm-adjusted p is below ALPHA."""
   cell = f"{fmt_diff(c)}; p {fmt_p(c['p'])}, Holm {fmt_p(c['p_holm'])}"
+  adjusted = [c["p_holm"]]
+  if "p_permutation" in c:
+    cell += (f"; permutation {fmt_p(c['p_permutation'])}, "
+             f"Holm {fmt_p(c['p_permutation_holm'])}")
+    adjusted.append(c["p_permutation_holm"])
   if "common_seeds" in c:
     cell += f"; {c['higher_on_seeds']}/{c['common_seeds']}"
-  if c["p_holm"] is not None and c["p_holm"] < ALPHA:
+  if all(p is not None and p < ALPHA for p in adjusted):
     cell = f"**{cell}**"
   return cell
 
@@ -744,7 +977,7 @@ def seeds_tables(seeds: Dict, baselines: Dict) -> str:
   lines.append("| fine-tuning seeds per run | " + " | ".join(
       str(len(seeds["tasks"][t]["finetuning_seeds"])) for t in tasks) + " |")
   lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
-                f"{seeds['family_size']}) {header}", rule]
+                f"{seeds['family_size']}; exact permutation p, Holm) {header}", rule]
   lines += comparison_rows(seeds["comparisons"], tasks)
   return "\n".join(lines)
 
@@ -788,7 +1021,7 @@ def full_labels_task_tables(analysis: Dict, tasks: List[str]) -> List[str]:
                  + " |")
     lines.append(f"| {label}: learning rate chosen, each run | " + " | ".join(chosen) + " |")
   lines += ["", f"| comparison, run as the unit (difference [95% CI]; Welch p, Holm over "
-                f"{analysis['family_size']}) {header}", rule]
+                f"{analysis['family_size']}; exact permutation p, Holm) {header}", rule]
   lines += comparison_rows(analysis["comparisons"], tasks)
   return lines
 
@@ -798,7 +1031,8 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
   large_corpus_seeds when the seeds ran and full_labels (and its first grid) when they ran."""
   tables = {}
   for study, analysis in analyses.items():
-    if study in (SEEDS_STUDY, REPRESENTATION_STUDY) + FULL_LABELS_STUDIES:
+    if study in (SEEDS_STUDY, REPRESENTATION_STUDY, DEFECT_STUDY,
+                 DECISIVE_STUDY) + FULL_LABELS_STUDIES:
       continue
     for setting, value in analysis.items():
       if setting.startswith("finetuning"):
@@ -814,6 +1048,10 @@ def all_tables(analyses: Dict[str, Dict]) -> Dict[str, str]:
       tables[study] = full_labels_tables(analyses[study])
   if analyses.get(REPRESENTATION_STUDY):
     tables[REPRESENTATION_STUDY] = representation_tables(analyses[REPRESENTATION_STUDY])
+  if analyses.get(DEFECT_STUDY):
+    tables[DEFECT_STUDY] = defect_checks_table(analyses[DEFECT_STUDY])
+  if analyses.get(DECISIVE_STUDY):
+    tables[DECISIVE_STUDY] = decisive_table(analyses[DECISIVE_STUDY])
   return tables
 
 
@@ -832,6 +1070,10 @@ def seeds_pretraining_table(evals: Sequence[Dict]) -> str:
   return "\n".join(lines)
 
 
+# The tables learning.md shows, one a readout (the others are in each
+# results.json's analysis).
+DOC_TABLES = ("large_corpus_seeds", "budget_400_steps/finetuning", FULL_LABELS_STUDY,
+              REPRESENTATION_STUDY, DEFECT_STUDY)
 TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
 
 
@@ -852,6 +1094,8 @@ def analysis_paths() -> Dict[str, str]:
   """Where each study's `analysis` is stored, relative to the studies' folder."""
   paths = {study.name: study.path for study in STUDIES}
   paths[SEEDS_STUDY] = f"{SEEDS_STUDY}/analysis.json"
+  paths[DEFECT_STUDY] = f"{DEFECT_STUDY}/analysis.json"
+  paths[DECISIVE_STUDY] = f"{DECISIVE_STUDY}/analysis.json"
   for study in FULL_LABELS_STUDIES + (REPRESENTATION_STUDY,):
     paths[study] = f"{study}/results.json"
   return paths
@@ -871,6 +1115,12 @@ def analyse_all(study_dir: pathlib.Path, data_dir: pathlib.Path) -> Dict[str, Di
   if representations.exists():
     analyses[REPRESENTATION_STUDY] = analyse_representations(
         json.loads(representations.read_text()), data_dir)
+  defects = analyse_defect_checks(study_dir)
+  if defects:
+    analyses[DEFECT_STUDY] = defects
+  decisive = analyse_decisive(study_dir)
+  if decisive:
+    analyses[DECISIVE_STUDY] = decisive
   return analyses
 
 
@@ -898,7 +1148,8 @@ def main() -> int:
       stale.append(str(path))
       if FLAGS.write:
         stored["analysis"] = analysis
-        if name != SEEDS_STUDY and "pretraining_runs" not in stored:
+        if name not in (SEEDS_STUDY, DEFECT_STUDY, DECISIVE_STUDY) and (
+            "pretraining_runs" not in stored):
           stored["pretraining_runs"] = pretraining_runs_of(stored)
         path.write_text(json.dumps(stored, indent=1, sort_keys=True))
   if FLAGS.write:  # the probes' runs, for a reader's script
@@ -912,7 +1163,7 @@ def main() -> int:
   documented = doc_tables(text)
   stale += [f"{doc}: table {name}" for name in documented
             if name in tables and documented[name] != tables[name]]
-  stale += [f"{doc}: table {name} missing" for name in tables if name not in documented]
+  stale += [f"{doc}: table {name} missing" for name in DOC_TABLES if name not in documented]
   if FLAGS.write:
     doc.write_text(rewrite_doc(text, tables), encoding="utf-8")
     for line in stale:

@@ -396,6 +396,15 @@ def final_step_checks(reference_dir: pathlib.Path, soaked_dir: pathlib.Path,
           "logged_steps_identical": len(reference_losses)}
 
 
+def comparable_evaluation(model_dir: pathlib.Path) -> Dict:
+  """results/unsup_results.json as two runs must agree on it: the metrics and
+  what was read, the checkpoint relative to `model_dir`, without the time."""
+  results = json.loads((model_dir / "results" / "unsup_results.json").read_text())
+  results.pop("evaluated_at")
+  results["checkpoint"] = os.path.relpath(results["checkpoint"], model_dir)
+  return results
+
+
 def pretraining_job(args, data_dir: pathlib.Path, rng: random.Random) -> Job:
   hparams = dict(PRETRAIN_HPARAMS, num_train_steps=args.num_train_steps)
 
@@ -413,10 +422,9 @@ def pretraining_job(args, data_dir: pathlib.Path, rng: random.Random) -> Job:
 
   def verify(reference_dir, soaked_dir, texts) -> Dict:
     result = final_step_checks(reference_dir, soaked_dir, args.num_train_steps, texts)
-    for name in ("unsup_results.json",):
-      want = json.loads((reference_dir / "results" / name).read_text())
-      got = json.loads((soaked_dir / "results" / name).read_text())
-      check(want == got, f"pretraining: eval results differ: {want} vs {got}")
+    want = comparable_evaluation(reference_dir)
+    got = comparable_evaluation(soaked_dir)
+    check(want == got, f"pretraining: eval results differ: {want} vs {got}")
     check((soaked_dir / "export" / "saved_model.pb").is_file(), "pretraining: no export")
     result["eval_results_identical"] = True
     return result

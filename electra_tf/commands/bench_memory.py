@@ -30,7 +30,9 @@ whose peak fits the budget.  The last line printed is one JSON object:
    "projection": [...]}
 
 A configuration whose process fails (e.g. out of memory) is reported with
-`"error"` instead of figures.  docs/big_batches.md holds measured tables.
+`"error"` instead of figures; when every one fails the command prints no
+result and ends with one error line (exit status 2).  docs/big_batches.md
+holds measured tables.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from electra_tf import fileio
 from electra_tf.bench import peak_memory
 from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES
-from electra_tf.errors import ConfigError
+from electra_tf.errors import ConfigError, TrainingError
 
 FLAGS = flags.FLAGS
 
@@ -173,6 +175,10 @@ def main() -> int:
         if FLAGS.memory_budget_gb is not None:
           fits.append(largest_fitting_batch(size, seq, recompute, FLAGS.memory_budget_gb,
                                             FLAGS.max_batch))
+  failed = [m["error"] for m in measurements if "error" in m]
+  if measurements and len(failed) == len(measurements):
+    raise TrainingError(f"every measurement failed, nothing was measured (the first: "
+                        f"{failed[0]})")
   device = next((m["device"] for m in measurements if "device" in m), None)
   result = {"device": device, "measurements": measurements,
             "projection": peak_memory.project(measurements, budgets)}

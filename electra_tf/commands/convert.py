@@ -1,12 +1,15 @@
 r"""Converts checkpoints between Google's official TF1 layout and the project's.
 
   python -m electra_tf.convert --official_checkpoint=PREFIX --hparams=JSON \
-      --output_dir=DIR
+      [--vocab_file=VOCAB] [--nodo_lower_case] --output_dir=DIR
     reads a checkpoint in the official variable layout (electra/...,
     generator/..., generator_predictions/..., discriminator_predictions/...;
     Google's released electra_small / base / large use it) and writes the
     project checkpoint DIR/model.ckpt: `tf.train.Checkpoint(model=<the
-    ElectraPretrainer>)`, which every entry point takes as --init_checkpoint.
+    ElectraPretrainer>)`, which every entry point takes as --init_checkpoint,
+    with the architecture and casing it was given (DIR/electra_config.json)
+    and VOCAB as DIR/vocab.txt: export, fine-tuning and --to_hf read them
+    from there.
 
   python -m electra_tf.convert --to_official --checkpoint=PATH --hparams=JSON \
       --output_dir=DIR
@@ -33,10 +36,11 @@ r"""Converts checkpoints between Google's official TF1 layout and the project's.
     DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
     DIR/vocab.txt: with both folders a project checkpoint
     of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
-    --hparams=DIR/hparams.json), with one folder the discriminator encoder in
-    the official layout (run_finetuning.py --init_checkpoint=DIR).  The vocab
-    and casing are the folders' own: a --vocab_file or --do_lower_case
-    that contradicts them is refused.
+    --vocab_file=DIR/vocab.txt, which reads the architecture and casing from
+    hparams.json), with one folder the discriminator encoder in the official
+    layout (run_finetuning.py --init_checkpoint=DIR).  The vocab and casing
+    are the folders' own: a --vocab_file or --do_lower_case that contradicts
+    them is refused.
 
 --hparams (a JSON object or .json file, official names) describes the model,
 as for pre-training.  Both directions are strict: a variable that is
@@ -73,9 +77,11 @@ def define_flags() -> None:
   flags.DEFINE_list("from_hf", None, "transformers ELECTRA folder(s): DISC_DIR or "
                     "DISC_DIR,GEN_DIR (safetensors) to convert to --output_dir.")
   cli.define_shared_flag("vocab_file", unset="the vocab.txt beside the checkpoint; read by "
-                         "--to_hf; with --from_hf it must be the folder's own")
+                         "--to_hf, copied beside the converted checkpoint by "
+                         "--official_checkpoint; with --from_hf it must be the folder's own")
   cli.define_shared_flag("do_lower_case", unset="what the checkpoint records, else true; "
-                         "read by --to_hf; with --from_hf it must be the folder's own")
+                         "read by --to_hf, recorded by --official_checkpoint; with --from_hf "
+                         "it must be the folder's own")
   flags.DEFINE_boolean("encoder_only", False, "--to_hf: export the discriminator encoder "
                        "alone as ElectraModel (fine-tuned checkpoints).")
 
@@ -115,14 +121,17 @@ def main() -> int:
   elif not FLAGS.official_checkpoint or FLAGS.checkpoint:
     raise ConfigError("give --official_checkpoint=PREFIX, or --to_official with "
                       "--checkpoint=PATH")
-  checkpoint = FLAGS.checkpoint or FLAGS.official_checkpoint
-  config = PretrainingConfig.from_flags(
-      FLAGS.hparams, {"model_dir": config_lib.record_directory(checkpoint)},
-      checkpoint=checkpoint)
   if FLAGS.to_official:
+    config = PretrainingConfig.from_flags(
+        FLAGS.hparams, {"model_dir": config_lib.record_directory(FLAGS.checkpoint)},
+        checkpoint=FLAGS.checkpoint)
     written = conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:
-    written = conversion.official_to_project(FLAGS.official_checkpoint, config, FLAGS.output_dir)
+    config = PretrainingConfig.from_flags(
+        FLAGS.hparams, {"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
+        checkpoint=FLAGS.official_checkpoint)
+    written = conversion.official_to_project(FLAGS.official_checkpoint, config,
+                                             FLAGS.output_dir, FLAGS.vocab_file)
   print(f"wrote {written}")
   return 0
 

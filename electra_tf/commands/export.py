@@ -1,16 +1,18 @@
 r"""Exports the discriminator as a TensorFlow SavedModel.
 
-  python -m electra_tf.export --checkpoint=PATH --hparams=JSON \
-      --vocab_file=VOCAB --export_dir=DIR [--nodo_lower_case] [--nostrip_accents]
-  python -m electra_tf.export --checkpoint=PATH --hparams=JSON --export_dir=DIR \
-      --signatures=ids
+  python -m electra_tf.export --checkpoint=PATH --export_dir=DIR \
+      [--hparams=JSON] [--vocab_file=VOCAB] [--nodo_lower_case] [--nostrip_accents]
+  python -m electra_tf.export --checkpoint=PATH --export_dir=DIR --signatures=ids
 
 PATH is a project checkpoint (prefix or directory, e.g. a pre-training
-model_dir) or a Google/official TF1 checkpoint; --hparams describes the model
-as for pre-training; VOCAB is the model's WordPiece vocab, with the
-lower-casing and accent stripping the model was trained with (another vocab
-than the vocab.txt beside the checkpoint, or one with another entry count
-than its embedding table's rows, is refused before anything is written).  The
+model_dir or a converted Google checkpoint) or a Google/official TF1
+checkpoint.  The architecture, casing and vocab come from what is recorded
+beside PATH (a pre-training model_dir's electra_config.json and vocab.txt, a
+conversion's); --hparams (as for pre-training), --vocab_file (the model's
+WordPiece vocab) and --do_lower_case give them for a checkpoint without a
+record (a given hparam or casing that contradicts the record, another vocab
+than the one beside the checkpoint, or one with another entry count than its
+embedding table's rows, is refused before anything is written).  The
 SavedModel's `serving_default` signature takes int32 `input_ids`,
 `input_mask`, `segment_ids` of shape [batch, seq] (any batch, any seq up to
 max_position_embeddings) and returns float32:

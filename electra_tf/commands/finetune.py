@@ -6,7 +6,9 @@ r"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA, chunking and NER (official 
         [--export_dir=DIR]
 
 Raw data follow the official layout DIR/finetuning_data/<task>/; the vocab is
-DIR/models/<model_name>/vocab.txt or DIR/vocab.txt (or --vocab_file).
+--vocab_file, else the vocab.txt beside --init_checkpoint (a pre-training
+model_dir, a converted checkpoint), else DIR/models/<model_name>/vocab.txt,
+else DIR/vocab.txt.
 --init_checkpoint is a project checkpoint (a pre-training model_dir or a
 ckpt prefix, or a Google checkpoint converted by `python -m
 electra_tf.convert`) or an official TF1 checkpoint; without it the encoder
@@ -47,7 +49,9 @@ class _TaskNamesFlag(flags.Flag):
 
 
 def define_flags() -> None:
-  cli.define_job_flags(config_lib.FINETUNING_STRATEGIES)
+  cli.define_job_flags(config_lib.FINETUNING_STRATEGIES, vocab_default=(
+      "the vocab.txt beside --init_checkpoint, else data_dir/models/<model_name>/vocab.txt, "
+      "else data_dir/vocab.txt"))
   flags.DEFINE_flag(_TaskNamesFlag(flags.ListParser(), flags.CsvListSerializer(","),
                                    "task_names", None, ""))
 

@@ -36,7 +36,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-  cli.define_job_flags(config_lib.STRATEGIES)
+  cli.define_job_flags(config_lib.STRATEGIES, vocab_default="data_dir/vocab.txt")
   cli.define_shared_flag("pretrain_tfrecords",
                          unset="data_dir/pretrain_tfrecords/pretrain_data.tfrecord*")
   flags.DEFINE_integer("num_train_steps", None, "Overrides the hparam of that name.")

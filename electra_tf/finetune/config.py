@@ -20,8 +20,7 @@ import importlib
 import os
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
-from electra_tf.config import (FINETUNING_RECORD, MODEL_SIZE_TABLE, JobConfig, read_json_object,
-                               recorded_vocab)
+from electra_tf.config import FINETUNING_RECORD, MODEL_SIZE_TABLE, JobConfig, read_json_object
 from electra_tf.errors import ConfigError
 
 # The task registry: name -> its class, as "module.Class" under
@@ -137,6 +136,12 @@ class FinetuningConfig(JobConfig):
   # IOB2, as official
   tagging_scheme: str = "IOB2"
 
+  # training curves (electra-tf addition): after every whole epoch (and
+  # before the first step), the dev metrics of every task, the mean training
+  # loss since the last point and the weights' norms per layer, appended to
+  # results/epoch_metrics.json (finetune/job.py, record_epoch)
+  epoch_metrics: bool = False
+
   # locations (official conventions under data_dir; see module docstring)
   init_checkpoint: str = ""
   preprocessed_data_dir: str = ""
@@ -217,10 +222,8 @@ class FinetuningConfig(JobConfig):
     tasks = ",".join(self.task_names)
     if not self.init_checkpoint:
       self.init_checkpoint = self.pretrained_model_dir
-    if not self.vocab_file:  # the encoder's own vocab, else the official places
-      beside = (None if self.init_checkpoint == NO_CHECKPOINT
-                else recorded_vocab(self.init_checkpoint))
-      self.vocab_file = beside or os.path.join(self.pretrained_model_dir, "vocab.txt")
+    if not self.vocab_file:  # the official places (`create` prefers the encoder's own)
+      self.vocab_file = os.path.join(self.pretrained_model_dir, "vocab.txt")
       if not os.path.exists(self.vocab_file):
         self.vocab_file = os.path.join(self.data_dir, "vocab.txt")
     if not self.preprocessed_data_dir and self.model_dir:  # with the job's outputs

@@ -35,9 +35,10 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import zipfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -352,8 +353,11 @@ class TrialJob:
     loss = self.model.training_loss(self.model(batch, training=True), batch["task_id"])
     return loss, {"loss": loss}
 
-  def train(self, data: TrainingData) -> int:
-    """Trains to num_train_steps from the restored step; returns the step."""
+  def train(self, data: TrainingData,
+            after_epoch: Optional[Callable[[int, int], None]] = None) -> int:
+    """Trains to num_train_steps from the restored step; returns the step.
+    after_epoch(step, steps_per_epoch), if given, runs after every whole
+    epoch but the last (its checkpoint saved first)."""
     config, strategy = self.config, self.strategy
     total = self.num_train_steps
     step = int(self.optimizer.iterations.numpy())
@@ -367,12 +371,16 @@ class TrialJob:
          f"replica(s), {type(strategy).__name__}); the logged loss is the batch's "
          "sum over its examples, as official (the dev loss is a mean per example)")
     writer = tf.summary.create_file_writer(os.path.join(self.directory, "train"))
+    steps_per_epoch = steps_in_an_epoch(config, len(data))
     step = self.trainer.train(
         self.loss, ["loss"], iterator, self.directory, KEEP_CHECKPOINTS,
         train_loop.Schedule(total_steps=total, log_every=config.log_every,
                             save_every=config.save_checkpoints_steps,
                             steps_per_loop=config.iterations_per_loop,
-                            batch_size=config.train_batch_size),
+                            batch_size=config.train_batch_size,
+                            eval_every=steps_per_epoch if after_epoch else 0,
+                            evaluate=after_epoch and (
+                                lambda step: after_epoch(step, steps_per_epoch))),
         writer, fault_context=f" of trial {self.trial}")
     self.plot_curves()
     return step
@@ -418,6 +426,64 @@ def _results_dirs(config: FinetuningConfig, trial: int) -> List[str]:
   return dirs
 
 
+def task_split_results(job: TrialJob, task: Task,
+                       eval_data: Dict[str, Dict[str, SplitData]]) -> Dict[str, Any]:
+  """{split: the task's evaluation of the job's model on that split}."""
+  return {split: task.evaluate(data.examples, data.features,
+                               job.predict(data, job.config.eval_batch_size), split)
+          for split, data in eval_data[task.name].items()}
+
+
+def steps_in_an_epoch(config: FinetuningConfig, n_train_features: int) -> int:
+  """Training steps of one epoch (the padded features // batch)."""
+  return -(-n_train_features // config.train_batch_size)
+
+
+def weight_norms(model: tf.keras.Model) -> Dict[str, float]:
+  """The L2 norm of the model's weights per part: `embeddings` (tables,
+  their LayerNorm and projection), `layer_<i>` (Transformer layer i) and
+  `heads` (everything else: the task heads)."""
+  squares: Dict[str, float] = collections.defaultdict(float)
+  for variable in model.weights:
+    layer = re.search(r"layer_(\d+)/", variable.name)
+    part = (f"layer_{layer.group(1)}" if layer else
+            "embeddings" if "embeddings" in variable.name else "heads")
+    squares[part] += float(tf.reduce_sum(tf.square(tf.cast(variable, tf.float32))))
+  return {part: float(np.sqrt(value)) for part, value in sorted(squares.items())}
+
+
+EPOCH_METRICS = "epoch_metrics.json"
+
+
+def record_epoch(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]], step: int,
+                 steps_per_epoch: int) -> Dict[str, Any]:
+  """Appends the job's state at `step` to results/epoch_metrics.json (hparam
+  epoch_metrics): {trial, step, epoch, dev: {task: metrics}, weight_norms,
+  train_loss: the mean logged training loss per example over the steps since
+  the trial's previous point (None at step 0)}; returns that point. A point
+  of the same trial and step replaces the one recorded (a resumed trial)."""
+  path = os.path.join(job.config.results_dir, EPOCH_METRICS)
+  points = json.loads(tf.io.gfile.GFile(path).read()) if tf.io.gfile.exists(path) else []
+  points = [p for p in points if (p["trial"], p["step"]) != (job.trial, step)]
+  earlier = [p["step"] for p in points if p["trial"] == job.trial and p["step"] < step]
+  logged = curves.read_scalars(os.path.join(job.directory, "train")).get("loss", {})
+  since = [value for s, value in logged.items() if max(earlier, default=0) < s <= step]
+  point = {"trial": job.trial, "step": step, "epoch": step / steps_per_epoch,
+           "dev": {task.name: outputs.merge_metrics(task_split_results(job, task, eval_data),
+                                                    task.eval_splits())
+                   for task in job.tasks},
+           "weight_norms": weight_norms(job.model),
+           "train_loss": (sum(since) / len(since) / job.config.train_batch_size
+                          if since else None)}
+  points.append(point)
+  points.sort(key=lambda p: (p["trial"], p["step"]))
+  tf.io.gfile.makedirs(job.config.results_dir)
+  fileio.atomic_write_text(path, json.dumps(points, indent=1, sort_keys=True))
+  _log(f"Epoch {point['epoch']:g} of trial {job.trial}: dev "
+       + ", ".join(f"{t} {m}" for t, m in point["dev"].items()))
+  return point
+
+
 def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
                    test_data: Dict[str, Dict[str, SplitData]]
                    ) -> Dict[str, Dict[str, float]]:
@@ -425,11 +491,7 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
   config, trial = job.config, job.trial
   results = {}
   for task in job.tasks:
-    split_results = {}
-    for split, data in eval_data[task.name].items():
-      split_results[split] = task.evaluate(
-          data.examples, data.features,
-          job.predict(data, config.eval_batch_size), split)
+    split_results = task_split_results(job, task, eval_data)
     metrics = outputs.merge_metrics(split_results, task.eval_splits())
     results[task.name] = metrics
     step = int(job.optimizer.iterations.numpy()) if job.optimizer is not None else 0
@@ -568,7 +630,16 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         has_record = True
       if config.do_train and not done:
         _log(f"== Start training: {heading} ==")
-        job.train(data)
+        after_epoch = None
+        if config.epoch_metrics and config.do_eval:
+          def after_epoch(step, steps_per_epoch, job=job):
+            record_epoch(job, eval_data, step, steps_per_epoch)
+          if int(job.optimizer.iterations.numpy()) == 0:
+            after_epoch(0, steps_in_an_epoch(config, len(data)))
+        job.train(data, after_epoch)
+        if after_epoch:
+          after_epoch(int(job.optimizer.iterations.numpy()),
+                      steps_in_an_epoch(config, len(data)))
       if config.do_eval and not done:
         _log(f"== Run dev set evaluation: {heading} ==")
         results.append(evaluate_trial(job, eval_data, test_data))
