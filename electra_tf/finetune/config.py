@@ -26,10 +26,11 @@ from electra_tf.errors import ConfigError
 # The task registry: name -> its class, as "module.Class" under
 # electra_tf/finetune/, a folder per family (named, not imported, so that
 # checking hparam names and types does not load TensorFlow; `task_class`
-# imports the ones a job asks for).  In the order of the paper's tables, then the 2019 MRQA shared-task
-# sets, chunking and NER.  Everything else about a task (its single-task
-# defaults, help line, featurizer, head, scorer, serving functions) is on its
-# class; adding a task is a module (or a class) and a line here.
+# imports the ones a job asks for).  In the order of the paper's tables, then
+# the 2019 MRQA shared-task sets, chunking, NER and part-of-speech tagging.
+# Everything else about a task (its single-task defaults, help line,
+# featurizer, head, scorer, serving functions) is on its class; adding a task
+# is a module (or a class) and a line here.
 TASKS = {
     "cola": "classification.classification_tasks.CoLA",
     "sst": "classification.classification_tasks.SST",
@@ -43,6 +44,7 @@ TASKS = {
     "newsqa": "qa.qa_tasks.NewsQA", "naturalqs": "qa.qa_tasks.NaturalQuestions",
     "triviaqa": "qa.qa_tasks.TriviaQA", "searchqa": "qa.qa_tasks.SearchQA",
     "chunk": "tagging.tagging_tasks.ChunkingTask", "ner": "tagging.tagging_tasks.NER",
+    "pos": "tagging.pos.POS",
 }
 TASK_NAMES = tuple(TASKS)
 
