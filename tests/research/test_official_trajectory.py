@@ -6,7 +6,7 @@ curves for three seeds.  Here our job trains from those weights on those
 records for 300 of the 400 scheduled steps and its window means (steps 1-100,
 101-200, 201-300) are compared with the official seeds'.  Our seed differs
 from theirs in every random stream, so the bounds are the official spread
-plus what our own seeds spread (tools/official_trajectory.py runs the full
+plus what our own seeds spread (tools/research/official_trajectory.py runs the full
 comparison).  The generator learning ~0.12 nats too slowly over steps
 101-300 (the gradient clip measuring sparse gradients' rows instead of their
 dense norm, fixed) is outside them.
@@ -21,7 +21,7 @@ import tensorflow as tf
 from electra_tf import curves
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
-from tools import official_trajectory
+from tools.research import official_trajectory
 
 WINDOWS = [range(1, 101), range(101, 201), range(201, 301)]
 # Largest |our mean - official mean| allowed per window: the official seeds'

@@ -2,7 +2,8 @@
 NER-style files, fine-tuned as `ner` and as `chunk` from the same checkpoint
 with the same hparams and seeds; both F1s side by side, as JSON.
 
-    python -m tools.ner_vs_chunk --init_checkpoint=../shared/fixtures/official_debug/model.ckpt \
+    python -m tools.research.ner_vs_chunk \
+        --init_checkpoint=../shared/fixtures/official_debug/model.ckpt \
         --hparams='{"model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 2,
                     "num_attention_heads": 4}, "embedding_size": 16}' \
         --seeds=0,1 --output=docs/ner_vs_chunk.json

@@ -1,7 +1,7 @@
 """The learning study's comparisons, recomputed from its results.json files.
 
-    python -m tools.learning_analysis --study_dir=docs/learning_study            # check
-    python -m tools.learning_analysis --study_dir=docs/learning_study --write    # update
+    python -m tools.research.learning_analysis --study_dir=docs/learning_study            # check
+    python -m tools.research.learning_analysis --study_dir=docs/learning_study --write    # update
 
 For every fine-tuning setting of every committed study (the runs under
 `finetuning*` in each results.json), this computes:
@@ -28,7 +28,7 @@ For every fine-tuning setting of every committed study (the runs under
 With the pre-training seeds of `large_corpus_seeds/seed*/results.json`, it
 also compares the objectives with the pre-training run as the unit: each run's
 mean over its fine-tuning seeds, then Welch over the runs. With the
-full-training-set study of `full_labels/results.json` (tools/full_label_study.py),
+full-training-set study of `full_labels/results.json` (tools/research/full_label_study.py),
 it compares the objectives the same way, each run scored at the learning rate
 its selection set chose (analyse_full_labels).
 
@@ -55,9 +55,9 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf.errors import DataError
-from tools import study_samples
+from tools.research import study_samples
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 SHARED = REPO.parent / "shared" / "data"
 
 FLAGS = flags.FLAGS
@@ -580,7 +580,7 @@ FULL_LABELS_GROUPS = (("random_init", "random initialisation"), ("electra", "ELE
 
 
 def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
-  """The full-training-set study (tools/full_label_study.py) with the
+  """The full-training-set study (tools/research/full_label_study.py) with the
   pre-training run as the unit (random initialisation: each init seed).
 
   For each task: each start's dev score at its chosen learning rate, grouped
@@ -731,7 +731,7 @@ DEFECT_STUDY = "defect_checks"
 
 def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
   """The defect checks: defect_checks/<check>/results.json, each a
-  tools/full_label_study.py work dir run with --epoch_metrics at one
+  tools/research/full_label_study.py work dir run with --epoch_metrics at one
   learning rate. Per check and start: the rate, layer-wise decay and epochs,
   and the run's curve: dev score, mean training loss per example and the
   weight norms of the embeddings and of the Transformer layers (the root of
@@ -786,7 +786,7 @@ REPRESENTATION_STATS = ("uncentered_mean_cosine", "centered_mean_cosine", "mean_
 
 
 def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
-  """The representation probe (tools/representation_probe.py) with the
+  """The representation probe (tools/research/representation_probe.py) with the
   pre-training run as the unit (random initialisation: each init seed).
 
   probe[layer][task][group]: mean, sd, n of the linear probe's dev score over
