@@ -4,7 +4,7 @@ Every export holds, beside its ids `serving_default`, a `text` signature
 (TEXT_SIGNATURE) taking tf.string [batch] tensors: tokenization as
 `FullTokenizer` exactly (`tokenization.FastBasicTokenizer` and WordPiece),
 packing `[CLS] A [SEP] (B [SEP])` with the fine-tuning featurizer's
-truncation (`truncated_pair_lengths`), padding to the batch's longest row.
+truncation (`packed_lengths`), padding to the batch's longest row.
 The vocab is the asset `assets/vocab.txt`; the graph holds only TensorFlow
 and tensorflow-text ops.  Invalid UTF-8 (`check_utf8`) or inputs of
 different batch sizes (`check_same_batch`) fail the call with an
@@ -68,16 +68,32 @@ def exclusive_row_cumsum(values: tf.RaggedTensor) -> tf.RaggedTensor:
       tf.gather(totals, values.row_starts()), values.value_rowids()))
 
 
-def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, max_tokens: int
-                           ) -> tuple:
-  """The lengths truncate_seq_pair leaves of two texts (int64 [B] each).
+def char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTensor:
+  """Code point offsets of byte offsets [B, (k)] into the rows of text [B],
+  each at a character's start or at the row's end (int64)."""
+  _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+  row_base = tf.cumsum(tf.cast(tf.strings.length(text), tf.int64), exclusive=True)
+  global_chars = char_starts + tf.expand_dims(row_base, 1)
+  global_offsets = byte_offsets + tf.expand_dims(row_base, 1)
+  index = tf.searchsorted(global_chars.flat_values, global_offsets.flat_values,
+                          out_type=tf.int64)
+  return byte_offsets.with_flat_values(index - tf.gather(
+      char_starts.row_starts(), byte_offsets.value_rowids()))
 
-  It pops the last piece of the longer text (of B on a tie) until the two
-  fit in max_tokens: a text shorter than its half keeps all, the other gets
-  the rest; two long texts get ceil(max/2) (A) and floor(max/2) (B).
+
+def packed_lengths(len_a, len_b, max_seq_length: int, xp=tf):
+  """The pieces of A and of B that `[CLS] A [SEP] (B [SEP])` keeps within
+  max_seq_length: the rule the classifier featurizer (xp=numpy, on ints) and
+  `TextEncoder.pack` (xp=tf, on int64 [B]) both follow.
+
+  B of no pieces is no B (A gets max_seq_length - 2).  A pair gets
+  max_seq_length - 3 and is cut as the official truncate_seq_pair cuts
+  (the longer text loses its last piece, B on a tie): a text within half
+  keeps all, two long texts get the ceiling (A) and the floor (B) of half.
   """
-  keep_a = tf.minimum(len_a, tf.maximum(max_tokens - len_b, (max_tokens + 1) // 2))
-  keep_b = tf.minimum(len_b, tf.maximum(max_tokens - len_a, max_tokens // 2))
+  budget = max_seq_length - 2 - xp.minimum(len_b, 1)
+  keep_a = xp.minimum(len_a, xp.maximum(budget - len_b, (budget + 1) // 2))
+  keep_b = xp.minimum(len_b, xp.maximum(budget - len_a, budget // 2))
   return keep_a, keep_b
 
 
@@ -153,7 +169,7 @@ class TextEncoder(tf.Module):
 
   def pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor],
            max_seq_length: int, min_length: int = 2) -> Dict[str, tf.Tensor]:
-    """The classifier featurizer (classification.encode_texts) in the graph.
+    """The classifier featurizer (SingleOutputTask.encode_texts) in the graph.
 
     text_a, text_b: string [B] (text_b None: single texts).  A row whose B
     has no pieces (e.g. an empty string) is packed as a single text, as
@@ -170,8 +186,7 @@ class TextEncoder(tf.Module):
       pieces_b = self.pieces(text_b)
     len_b = pieces_b.row_lengths()
     has_b = len_b > 0
-    keep_a, keep_b = truncated_pair_lengths(len_a, len_b, max_seq_length - 3)
-    keep_a = tf.where(has_b, keep_a, tf.minimum(len_a, max_seq_length - 2))
+    keep_a, keep_b = packed_lengths(len_a, len_b, max_seq_length)
     batch = tf.shape(len_a, out_type=tf.int64)[0]
 
     def constant_rows(token: str, rows_length: tf.Tensor) -> tf.RaggedTensor:

@@ -184,8 +184,8 @@ def pytest_terminal_summary(terminalreporter):
 # file order.
 LONGEST_FIRST = [
     "tests/test_reliability.py", "tests/test_docs_commands.py[README.md]",
-    "tests/test_strategies.py", "tests/test_official_trajectory.py",
-    "tests/test_learning_study.py", "tests/test_full_label_study.py",
+    "tests/test_strategies.py", "tests/research/test_official_trajectory.py",
+    "tests/research/test_learning_study.py", "tests/research/test_full_label_study.py",
     "tests/test_docs_commands.py[docs/pretraining.md]",
     "tests/test_multi_worker.py", "tests/test_hf.py", "tests/test_training.py",
     "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",

@@ -282,7 +282,7 @@ def test_ner_vs_chunk_figures_are_its_results_file():
   """docs/finetuning.md's table and gaps restate docs/ner_vs_chunk.json."""
   with open(REPO / "docs" / "ner_vs_chunk.json", encoding="utf-8") as f:
     runs = json.load(f)["runs"]
-  text = " ".join(page("docs/finetuning.md").split("python -m tools.ner_vs_chunk", 1)[1]
+  text = " ".join(page("docs/finetuning.md").split("python -m tools.research.ner_vs_chunk", 1)[1]
                   .split("**Malformed data.**", 1)[0].split())
 
   def seeds(task, key):

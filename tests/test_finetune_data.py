@@ -8,7 +8,6 @@ import shutil
 import numpy as np
 import pytest
 
-from electra_tf.finetune import qa
 from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
 
@@ -246,9 +245,15 @@ def test_squad_windows_cover_the_document(squad_dir, tokenizer):
     eids = features.arrays["squadv1_eid"][rows]
     assert list(eids) == [1000 * example.eid + k for k in range(len(rows))]
     words_seen, max_context_windows = set(), {}
-    query = tokenizer.tokenize(example.question_text)[:24]
+    question_pieces = tokenizer.tokenize(example.question_text)
     n_pieces = sum(len(tokenizer.tokenize(w)) for w in example.doc_tokens)
-    spans = qa.doc_windows(n_pieces, 128 - len(query) - 3, 48)
+    n_query, spans = task.doc_windows(n_pieces, len(question_pieces))
+    query = question_pieces[:24]
+    size = 128 - len(query) - 3
+    assert n_query == len(query) and spans[0] == (0, min(n_pieces, size))
+    assert [b[0] - a[0] for a, b in zip(spans, spans[1:])] == [48] * (len(spans) - 1)
+    assert spans[-1][0] + spans[-1][1] == n_pieces  # the last window reaches the end
+    assert len(spans) == 1 or spans[-2][0] + size < n_pieces  # its predecessor does not
     assert len(spans) == len(rows)
     for row, (span_start, span_length) in zip(rows, spans):
       window = features.windows[row]

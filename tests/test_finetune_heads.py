@@ -6,7 +6,9 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-from electra_tf.finetune import classification, qa, tagging
+from electra_tf.finetune.classification import classification_tasks as classification
+from electra_tf.finetune.qa import qa_tasks as qa
+from electra_tf.finetune.tagging import tagging_tasks as tagging
 from electra_tf.finetune.config import FinetuningConfig
 
 B, S, H = 3, 10, 8

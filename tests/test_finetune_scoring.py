@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.finetune import metrics as metrics_lib
-from electra_tf.finetune import outputs, qa, task_builder
+from electra_tf.finetune import outputs, task_builder
+from electra_tf.finetune.qa import qa_metrics
+from electra_tf.finetune.qa import qa_tasks as qa
+from electra_tf.finetune.tagging import spans
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.task import EvalResult, combine_features
 from tests.test_finetune_data import mrqa_lines
@@ -119,7 +121,7 @@ def test_chunk_oracle_scores_100_and_writes_file_tags(finetuning_data_dir, token
     first_tags = [line.split()[-1] for line in f.read().split("\n\n")[0].splitlines()]
   assert result.predictions[0] == ("0", " ".join(first_tags))
   # one chunk shortened ("Rockwell" tagged O): one of the chunks is wrong
-  n_chunks = sum(len(metrics_lib.span_labels(t.split())) for _, t in result.predictions)
+  n_chunks = sum(len(spans.chunk_spans(t.split())) for _, t in result.predictions)
   wrong = labels.copy()
   wrong[0, 0] = task.label_mapping["O"]
   metrics = task.evaluate(examples, features, {"predictions": wrong, "loss": loss}, "dev").metrics
@@ -238,9 +240,9 @@ def test_mrqa_metrics_skip_unanswered_questions():
   predictions = {"q1": "City of Paris!", "q2": "in 1889"}
   # q1 matches its second answer after normalisation; q2: F1 2/3; q3 has no
   # prediction: left out by the MRQA script, a zero for SQuAD 1.1
-  assert metrics_lib.evaluate_mrqa(gold, predictions) == pytest.approx(
+  assert qa_metrics.evaluate_mrqa(gold, predictions) == pytest.approx(
       {"exact_match": 50.0, "f1": 100 * (1 + 2 / 3) / 2})
-  assert metrics_lib.evaluate_squad_v1(gold, predictions) == pytest.approx(
+  assert qa_metrics.evaluate_squad_v1(gold, predictions) == pytest.approx(
       {"exact_match": 100 / 3, "f1": 100 * (1 + 2 / 3) / 3})
 
 

@@ -9,7 +9,9 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ModelConfig
-from electra_tf.finetune import classification, qa, tagging
+from electra_tf.finetune.classification import classification_tasks as classification
+from electra_tf.finetune.qa import qa_tasks as qa
+from electra_tf.finetune.tagging import tagging_tasks as tagging
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.modeling import dropout
 from electra_tf.modeling import encoder as encoder_lib

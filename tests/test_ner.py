@@ -20,7 +20,8 @@ import pytest
 from electra_tf import tokenization
 from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
-from electra_tf.finetune import spans, task_builder
+from electra_tf.finetune import task_builder
+from electra_tf.finetune.tagging import spans
 from electra_tf.finetune.config import FinetuningConfig
 from tests.conftest import run_command
 

@@ -9,17 +9,30 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import serving_text, tokenization
-from electra_tf.finetune import classification
+from electra_tf.finetune.classification import classification_tasks
 
 
-def test_truncated_pair_lengths_equal_truncate_seq_pair():
-  cases = list(itertools.product(range(13), range(13), range(1, 12)))
-  len_a, len_b, max_tokens = (np.array(c, np.int64) for c in zip(*cases))
-  keep_a, keep_b = serving_text.truncated_pair_lengths(len_a, len_b, max_tokens)
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """The official featurizer's truncation, the reference: pops the last
+  token of the longer list (of B on a tie) until both fit."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def test_packed_lengths_equal_the_official_truncation():
+  """In the graph (int64 [B]) and in Python (ints, numpy), for every pair of
+  lengths to 12 and max_seq_length 3 to 14; a B of no pieces is no B."""
+  cases = list(itertools.product(range(13), range(13), range(3, 15)))
+  len_a, len_b, max_length = (np.array(c, np.int64) for c in zip(*cases))
+  keep_a, keep_b = serving_text.packed_lengths(len_a, len_b, max_length)
   for (a, b, m), got_a, got_b in zip(cases, keep_a.numpy(), keep_b.numpy()):
     tokens_a, tokens_b = list(range(a)), list(range(b))
-    classification.truncate_seq_pair(tokens_a, tokens_b, m)
+    if b:
+      truncate_seq_pair(tokens_a, tokens_b, m - 3)
+    else:
+      tokens_a = tokens_a[:m - 2]
     assert (got_a, got_b) == (len(tokens_a), len(tokens_b)), (a, b, m)
+    assert serving_text.packed_lengths(a, b, m, np) == (got_a, got_b)
 
 
 def test_ragged_helpers():
@@ -67,7 +80,7 @@ def test_pack_equals_encode_texts(bert_vocab, tmp_path):
   for packed, batch_b in ((pairs, texts_b), (singles, [None])):
     for i, text_b in enumerate(batch_b):
       text_a = texts_a[i] if text_b is not None else texts_a[3]
-      expected = classification.SingleOutputTask.encode_texts(task, text_a, text_b)
+      expected = classification_tasks.SingleOutputTask.encode_texts(task, text_a, text_b)
       n = int(np.sum(expected["input_mask"]))
       width = packed["input_ids"].shape[1]
       for key in ("input_ids", "input_mask", "segment_ids"):

@@ -1,13 +1,14 @@
-"""finetune/spans.py alone: every decoder and score against seqeval (default
-and strict modes), on hand-picked ill-formed sequences, on random ones, and
-on the full CoNLL-2000 test set written in IOB1, IOB2 and BIOES."""
+"""finetune/tagging/spans.py and tagging_metrics.py alone: every decoder and
+score against seqeval (default and strict modes), on hand-picked ill-formed
+sequences, on random ones, and on the full CoNLL-2000 test set written in
+IOB1, IOB2 and BIOES."""
 
 import random
 import warnings
 
 import pytest
 
-from electra_tf.finetune import metrics, spans
+from electra_tf.finetune.tagging import spans, tagging_metrics
 
 seqeval_metrics = pytest.importorskip("seqeval.metrics")
 from seqeval import scheme as seqeval_scheme  # noqa: E402
@@ -41,8 +42,8 @@ def seqeval_scores(gold, predicted, scheme, strict):
 
 
 def our_scores(gold, predicted, scheme, strict):
-  counts = spans.entity_counts(gold, predicted, scheme, strict)
-  return (spans.total(counts).precision_recall_f1(),
+  counts = tagging_metrics.entity_counts(gold, predicted, scheme, strict)
+  return (tagging_metrics.total(counts).precision_recall_f1(),
           [c.precision_recall_f1() for c in counts.values()])
 
 
@@ -136,7 +137,7 @@ def test_chunk_rule_keeps_the_official_quirks():
   assert spans.chunk_spans(["B-NP", "I-VP", "O"]) == [(0, 1, "VP")]
   assert spans.entity_spans(["B-NP", "I-VP", "O"]) == [(0, 0, "NP"), (1, 1, "VP")]
   assert spans.chunk_spans(["B-NP", "E-NP", "I-NP"]) == [(0, 2, "NP")]
-  assert metrics.span_labels(["O", "I-NP", "I-VP"]) == [(1, 2, "VP")]
+  assert spans.chunk_spans(["O", "I-NP", "I-VP"]) == [(1, 2, "VP")]
 
 
 def test_boundary_tables_are_the_rules():
@@ -194,4 +195,4 @@ def test_conll2000_in_three_schemes_scores_the_same_as_seqeval(finetuning_data_d
   overall = results["IOB2", False][0]
   assert 0.85 < overall[2] < 0.95  # ~15% of the chunks changed
   # the chunk task's official scorer agrees on well-formed IOB2
-  assert metrics.span_precision_recall_f1(gold, predicted) == pytest.approx(overall, abs=1e-12)
+  assert tagging_metrics.span_precision_recall_f1(gold, predicted) == pytest.approx(overall, abs=1e-12)

@@ -218,23 +218,26 @@ def _check_mrqa_question(where: str, qa: Any) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ConllSentence:
-  """One sentence of a CoNLL file: its words, their tags (the last field of
-  each line) and the 1-based line number of each word."""
+  """One sentence of a CoNLL file: its words, their tags and the 1-based
+  line number of each word."""
   words: Tuple[str, ...]
   tags: Tuple[str, ...]
   line_numbers: Tuple[int, ...]
 
 
-def read_conll_sentences(path: str, max_sentences: Optional[int] = None
+def read_conll_sentences(path: str, max_sentences: Optional[int] = None,
+                         tag_field: int = -1, span_tags: bool = True
                          ) -> List[ConllSentence]:
   """The sentences of a CoNLL file (module docstring): lines of
-  `WORD ... TAG` (any number of fields, at least two; the tag last), a blank
-  line between sentences, `-DOCSTART-` lines skipped.
+  `WORD ... TAG` (at least two fields; the tag in field `tag_field`, the
+  last by default), a blank line between sentences, `-DOCSTART-` lines
+  skipped.
 
   The official reader stops after 101 sentences in debug mode
   (`max_sentences`).  It also drops a last sentence that is not followed by a
-  blank line; here that sentence is kept.  A line with one field or a tag
-  that is not O or B-/I-/E-/S-TYPE is a DataError naming file and line.
+  blank line; here that sentence is kept.  A line with one field, without
+  field `tag_field` or (span_tags) with a tag that is not O or
+  B-/I-/E-/S-TYPE is a DataError naming file and line.
   """
   _require_file(path)
   sentences: List[ConllSentence] = []
@@ -251,13 +254,15 @@ def read_conll_sentences(path: str, max_sentences: Optional[int] = None
         continue
       if fields[0] == "-DOCSTART-":
         continue
-      if len(fields) < 2:
-        raise DataError(f"{path}:{line_number}: expected 'WORD ... TAG', "
-                        f"found {line.strip()!r}")
-      if not _TAG_PATTERN.fullmatch(fields[-1]):
-        raise DataError(f"{path}:{line_number}: tag {fields[-1]!r} is not 'O' "
+      if len(fields) < 2 or not -len(fields) <= tag_field < len(fields):
+        field = "the last field" if tag_field == -1 else f"field {tag_field + 1}"
+        raise DataError(f"{path}:{line_number}: expected 'WORD ... TAG' with the tag "
+                        f"in {field}, found {line.strip()!r}")
+      tag = fields[tag_field]
+      if span_tags and not _TAG_PATTERN.fullmatch(tag):
+        raise DataError(f"{path}:{line_number}: tag {tag!r} is not 'O' "
                         "or B-/I-/E-/S- followed by a chunk type")
-      sentence.append((fields[0], fields[-1], line_number))
+      sentence.append((fields[0], tag, line_number))
   if sentence:
     sentences.append(ConllSentence(*map(tuple, zip(*sentence))))
   return sentences

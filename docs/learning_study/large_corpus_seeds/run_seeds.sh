@@ -30,7 +30,7 @@ study() {  # study SEED FINETUNING_SEEDS
   if [ "$1" != "${SEEDS%% *}" ] && [ ! -e "$W/data" ]; then
     ln -s "$D/seeds/seed${SEEDS%% *}/data" "$W/data"
   fi
-  python3 -m tools.learning_study --work_dir="$W" --corpus_dir=$D/corpus/train \
+  python3 -m tools.research.learning_study --work_dir="$W" --corpus_dir=$D/corpus/train \
     --heldout_file=$D/corpus/heldout/heldout.txt --steps=2000 --eval_at=2000 \
     --finetune_at=2000 --tasks=sst,chunk --norandom_init \
     --hparams="{\"learning_rate\": 2e-4, \"num_warmup_steps\": 300, \"seed\": $1}" \
@@ -56,7 +56,7 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 # 1e-4 to 1e-3 having been too low for random initialisation), each resumable
 # on its own.
 RUNS=$(for seed in $SEEDS; do printf '%s,' "$D/seeds/seed$seed"; done)
-python3 -m tools.representation_probe --output_dir=$D/probe --study_dirs="${RUNS%,}"
-python3 -m tools.full_label_study --work_dir=$D/full_labels --study_dirs="${RUNS%,}" \
+python3 -m tools.research.representation_probe --output_dir=$D/probe --study_dirs="${RUNS%,}"
+python3 -m tools.research.full_label_study --work_dir=$D/full_labels --study_dirs="${RUNS%,}" \
   --tasks=cola,chunk,sst --num_train_epochs=cola:3,chunk:3,sst:1 \
   --learning_rates=1e-4,3e-4,1e-3,3e-3

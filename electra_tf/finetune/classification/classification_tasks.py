@@ -27,14 +27,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from electra_tf import serving_text
 from electra_tf.errors import DataError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
+from electra_tf.finetune.classification import classification_metrics
+from electra_tf.finetune.classification import classification_serving
 from electra_tf.finetune.config import FinetuningConfig
-from electra_tf.modeling import dropout
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
+from electra_tf.modeling import dropout
 
 _SKIPPED_SHOWN = 5  # skipped train rows named in the warning
 
@@ -46,16 +49,6 @@ class InputExample:
   text_a: str
   text_b: Optional[str]
   label: Any
-
-
-def truncate_seq_pair(tokens_a: List[str], tokens_b: List[str],
-                      max_length: int) -> None:
-  """Pops tokens from the end of the longer list until both fit (in place)."""
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
 
 
 class SingleOutputTask(Task):
@@ -147,19 +140,17 @@ class SingleOutputTask(Task):
 
   def encode_texts(self, text_a: str, text_b: Optional[str]
                    ) -> Dict[str, List[int]]:
-    """input_ids / input_mask / segment_ids of [CLS] A [SEP] (B [SEP])."""
-    max_length = self.config.max_seq_length
+    """input_ids / input_mask / segment_ids of [CLS] A [SEP] (B [SEP]), cut
+    by serving_text.packed_lengths (the text signature's rule too)."""
     tokens_a = self.tokenizer.tokenize(text_a)
-    tokens_b = self.tokenizer.tokenize(text_b) if text_b else None
-    if tokens_b:
-      truncate_seq_pair(tokens_a, tokens_b, max_length - 3)
-    else:
-      tokens_a = tokens_a[:max_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    tokens_b = self.tokenizer.tokenize(text_b) if text_b else []
+    keep_a, keep_b = serving_text.packed_lengths(
+        len(tokens_a), len(tokens_b), self.config.max_seq_length, np)
+    tokens = ["[CLS]"] + tokens_a[:keep_a] + ["[SEP]"]
     segment_ids = [0] * len(tokens)
     if tokens_b:
-      tokens += tokens_b + ["[SEP]"]
-      segment_ids += [1] * (len(tokens_b) + 1)
+      tokens += tokens_b[:keep_b] + ["[SEP]"]
+      segment_ids += [1] * (keep_b + 1)
     input_ids = self.tokenizer.convert_tokens_to_ids(tokens)
     return {"input_ids": self.pad_ids(list(input_ids)),
             "input_mask": self.pad_ids([1] * len(input_ids)),
@@ -170,8 +161,7 @@ class SingleOutputTask(Task):
     """The task-specific label feature(s) of an example."""
 
   def serving_functions(self, model, text_encoder):
-    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
-    return export.classifier_functions(model, self, text_encoder)
+    return classification_serving.classifier_functions(model, self, text_encoder)
 
   def _example_outputs(self, features: Features, values: np.ndarray
                        ) -> Dict[int, np.ndarray]:
@@ -276,8 +266,8 @@ class RegressionTask(SingleOutputTask):
     result = {}
     if is_labeled_split(split):
       targets = features.arrays[f"{self.name}_targets"].astype(np.float64)
-      result = {"pearson": 100.0 * metrics.pearson(targets, predicted),
-                "spearman": 100.0 * metrics.spearman(targets, predicted),
+      result = {"pearson": 100.0 * classification_metrics.pearson(targets, predicted),
+                "spearman": 100.0 * classification_metrics.spearman(targets, predicted),
                 # on the normalised scale, as official
                 "mse": float(np.mean(np.square(targets - predicted))),
                 "loss": float(np.mean(outputs["loss"]))}
@@ -343,7 +333,7 @@ class CoLA(ClassificationTask):
                            skip_first_line=is_test)
 
   def metrics(self, labels, predicted):
-    return {"mcc": 100.0 * metrics.matthews_corrcoef(labels, predicted)}
+    return {"mcc": 100.0 * classification_metrics.matthews_corrcoef(labels, predicted)}
 
 
 class SST(ClassificationTask):
@@ -368,7 +358,7 @@ class _ParaphraseTask(ClassificationTask):
   """
 
   def metrics(self, labels, predicted):
-    precision, recall, f1 = metrics.binary_precision_recall_f1(
+    precision, recall, f1 = classification_metrics.binary_precision_recall_f1(
         labels, predicted, positive_label=self.label_list.index("1"))
     return {"accuracy": 100.0 * metrics.accuracy(labels, predicted),
             "precision": 100.0 * precision, "recall": 100.0 * recall,

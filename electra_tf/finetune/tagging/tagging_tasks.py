@@ -1,15 +1,19 @@
-"""Sequence tagging: the `TaggingTask` base, chunking (`chunk`) and NER (`ner`).
+"""Sequence tagging: `TaggingTask` (a label per word: the file's tags,
+accuracy), `SpanTaggingTask` (tags read as spans): chunking (`chunk`) and
+NER (`ner`).
 
-CoNLL files (`readers.read_conll_sentences`) whose tags are in the task's
-`file_scheme` are read as spans by its `span_rule` and learned as BIOES tags
-(spans.encode), as the official tagging model does.  Features: [CLS] the
-pieces of each word [SEP], a word labelled at its first piece (official):
+CoNLL files (`readers.read_conll_sentences`), a word a line, its tag in
+field `tag_field`.  A token-level task learns the file's tags (official
+is_token_level); a span task reads them as spans by its `span_rule` and
+learns them as BIOES tags (spans.encode), as the official tagging model
+does.  Features: [CLS] the pieces of the kept words [SEP] (`word_fits`), a
+word labelled at its first piece (official):
   <task>_labels             [N, S] int32    label id of word i at column i
   <task>_labels_mask        [N, S] float32  1 for the words that were kept
   <task>_labeled_positions  [N, S] int32    position of word i's first piece
-Predictions: the predicted tags read by `span_rule`, written in
-`file_scheme`, one line per sentence.  A new tagging task is a subclass
-(see `NER`) and a registry line (finetune/config.py TASKS); docs/finetuning.md.
+Predictions: one line of tags per sentence (span tasks: read by span_rule,
+written in file_scheme).  The packing rules and output choices declared here
+are what the text signature follows too (tagging_serving.py).
 """
 
 from __future__ import annotations
@@ -22,21 +26,23 @@ from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.errors import DataError
+from electra_tf import tokenization
+from electra_tf.errors import ConfigError, DataError
+from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
-from electra_tf.finetune import spans
+from electra_tf.finetune.tagging import spans
+from electra_tf.finetune.tagging import tagging_metrics
+from electra_tf.finetune.tagging import tagging_serving
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
 
-LABEL_SCHEME = "BIOES"  # the tags the model predicts
-UNKNOWN_TOKEN = "[UNK]"
+LABEL_SCHEME = "BIOES"  # the tags a span task's model predicts
 
 
 @dataclasses.dataclass
 class TaggingExample:
-  """A sentence: its words, their tags as in the file and their label ids
-  (the BIOES tags of the file's spans)."""
+  """A sentence: its words, their tags as in the file and their label ids."""
   eid: int
   words: Sequence[str]
   labels: List[int]
@@ -47,7 +53,7 @@ class TaggingExample:
 class TaggedSentence:
   """What `TaggingTask.evaluate` hands the scorer for one example: the
   example, how many words the featurizer kept, and the gold and predicted
-  BIOES tags of the kept words."""
+  model tags of the kept words."""
   example: TaggingExample
   n_kept: int
   gold: List[str]
@@ -55,22 +61,29 @@ class TaggedSentence:
 
 
 class TaggingTask(Task):
-  """One tag per word of CoNLL-format sentences (module docstring).
-
-  Subclasses set `file_scheme` (the scheme of the data files) and may change
-  `span_rule` (how tags are read as spans), `segment_id`, how a sentence is
-  cut (`pack_words`), the label set (`label_tags`) and scoring (`score`).
+  """One tag per word of CoNLL-format sentences, the file's tags as labels
+  (sorted, from every split file present, as official); accuracy over the
+  kept words, the eval loss the mean over them.  A subclass names itself
+  and may change the rules below, which the featurizer and the text
+  signature both read.
   """
-  span_rule: ClassVar[spans.BoundaryRule] = spans.LENIENT
-  segment_id: ClassVar[int] = 0  # of every token
-  # The text signature returns entities with character offsets (else the
-  # words and their tags; finetune/tagging_export.py).
-  serves_entities: ClassVar[bool] = False
+  help = "token-level tagging of CoNLL files"
   sentence_examples = True
+  tag_field: ClassVar[int] = -1  # the field of a CoNLL line that holds the tag
+  span_rule: ClassVar[Optional[spans.BoundaryRule]] = None  # None: token-level
+  segment_id: ClassVar[int] = 0  # of every token
+  # The piece of a word that has none (only control characters), so that
+  # every word has a labelled position; None: the word has no piece.
+  empty_word_piece: ClassVar[Optional[str]] = tokenization.UNK_TOKEN
+  # The text signature also returns the entities (span tasks) with character
+  # offsets; its words are then split as the tokenizer splits them.
+  entity_outputs: ClassVar[bool] = False
+  # Words cut at max_seq_length are tagged O in the predictions and the text
+  # signature (span tasks); else they have no tag.
+  tags_cut_words: ClassVar[bool] = False
 
-  def __init__(self, config, name: str, tokenizer, file_scheme: str):
+  def __init__(self, config, name: str, tokenizer):
     super().__init__(config, name, tokenizer)
-    self.file_scheme = spans.canonical_scheme(file_scheme)
     self._label_mapping: Optional[Dict[str, int]] = None
 
   # ------------------------------------------------------------- reading
@@ -80,19 +93,29 @@ class TaggingTask(Task):
   def sentences(self, split: str) -> List[readers.ConllSentence]:
     """The sentences of `split` (101 in debug mode, as official)."""
     return readers.read_conll_sentences(
-        self.data_path(split), max_sentences=101 if self.config.debug else None)
+        self.data_path(split), max_sentences=101 if self.config.debug else None,
+        tag_field=self.tag_field, span_tags=self.span_rule is not None)
 
   def to_model_tags(self, tags: Sequence[str]) -> List[str]:
-    """File tags -> BIOES tags (through the spans `span_rule` reads)."""
-    return spans.encode(spans.decode(tags, self.span_rule), len(tags), LABEL_SCHEME)
+    """File tags -> the tags the model learns."""
+    return list(tags)
 
-  @abc.abstractmethod
   def label_tags(self) -> List[str]:
-    """The BIOES tags the model predicts, in label-id order."""
+    """The tags the model predicts, in label-id order: the sorted model
+    tags of every split file present (train, dev, test; official)."""
+    tags = set()
+    for split in ("train", "dev", "test"):
+      if os.path.isfile(self.data_path(split)):
+        for sentence in self.sentences(split):
+          tags.update(self.to_model_tags(sentence.tags))
+    if not tags:
+      raise DataError(f"{self.config.raw_data_dir(self.name)}: no train/dev/test .txt "
+                      f"file to take the {self.name} labels from")
+    return sorted(tags)
 
   @property
   def label_mapping(self) -> Dict[str, int]:
-    """BIOES tag -> label id."""
+    """Model tag -> label id."""
     if self._label_mapping is None:
       self._label_mapping = {tag: i for i, tag in enumerate(self.label_tags())}
     return self._label_mapping
@@ -124,18 +147,31 @@ class TaggingTask(Task):
     return specs
 
   def word_pieces(self, word: str) -> List[str]:
-    """The pieces of one word; [UNK] for a word that has none (e.g. only
-    control characters), so that every word has a labelled position."""
-    return self.tokenizer.tokenize(word) or [UNKNOWN_TOKEN]
+    """The pieces of one word (empty_word_piece for a word that has none)."""
+    pieces = self.tokenizer.tokenize(word)
+    if not pieces and self.empty_word_piece is not None:
+      return [self.empty_word_piece]
+    return pieces
+
+  def word_fits(self, begin, n_pieces, n_words):
+    """Whether a word whose n_pieces start at token position `begin` is
+    kept, in a sentence of n_words words: ints here, int64 tensors in the
+    text signature (arithmetic only).  [CLS] is the word of one piece at
+    0.  Once a word does not fit, no later one does.  Here: [CLS], the
+    word's pieces and [SEP] fit max_seq_length."""
+    del n_words  # unused by this rule
+    return begin + n_pieces + 1 <= self.config.max_seq_length
 
   def pack_words(self, pieces_per_word: Sequence[Sequence[str]]
                  ) -> Tuple[List[str], List[int]]:
-    """[CLS] the pieces of the words that fit [SEP]: the tokens and the
-    position of each kept word's first piece.  Words are kept from the start
-    while [CLS], their pieces and [SEP] fit max_seq_length."""
+    """[CLS] (if it fits) the pieces of the words that fit [SEP] (`word_fits`):
+    the tokens and the position of each kept word's first piece."""
+    n_words = len(pieces_per_word)
+    if not self.word_fits(0, 1, n_words):
+      return ["[SEP]"], []
     tokens, positions = ["[CLS]"], []
     for pieces in pieces_per_word:
-      if len(tokens) + len(pieces) + 1 > self.config.max_seq_length:
+      if not self.word_fits(len(tokens), len(pieces), n_words):
         break
       positions.append(len(tokens))
       tokens.extend(pieces)
@@ -176,83 +212,89 @@ class TaggingTask(Task):
     loss_sum = float(np.sum(outputs["loss"]))
     return self.score(sentences, loss_sum, is_labeled_split(split))
 
+  def score(self, sentences: Sequence[TaggedSentence], loss_sum: float,
+            labeled: bool) -> EvalResult:
+    """Metrics (when `labeled`) and one prediction per sentence (its tags,
+    space-separated).  loss_sum: the head's loss summed over the kept words
+    of all sentences."""
+    predictions = [(str(s.example.eid), " ".join(s.predicted)) for s in sentences]
+    if not labeled:
+      return EvalResult({}, predictions)
+    n_words = sum(s.n_kept for s in sentences)
+    return EvalResult({
+        "accuracy": 100.0 * metrics.accuracy([t for s in sentences for t in s.gold],
+                                             [t for s in sentences for t in s.predicted]),
+        "loss": loss_sum / max(1, n_words)}, predictions)
+
+  # ------------------------------------------------------------- serving
+  def serving_functions(self, model, text_encoder):
+    return tagging_serving.tagger_functions(model, self, text_encoder)
+
+
+class SpanTaggingTask(TaggingTask):
+  """Tags read as spans: files in `file_scheme`, spans read by `span_rule`,
+  learned and predicted as BIOES tags; predictions written in file_scheme.
+  Subclasses score (`score`)."""
+  span_rule = spans.LENIENT
+
+  def __init__(self, config, name: str, tokenizer, file_scheme: str):
+    super().__init__(config, name, tokenizer)
+    self.file_scheme = spans.canonical_scheme(file_scheme)
+
+  def to_model_tags(self, tags: Sequence[str]) -> List[str]:
+    """File tags -> BIOES tags (through the spans `span_rule` reads)."""
+    return spans.encode(spans.decode(tags, self.span_rule), len(tags), LABEL_SCHEME)
+
   def file_tags(self, model_tags: Sequence[str], n_words: int) -> List[str]:
     """Predicted BIOES tags of the first words -> tags of `n_words` words in
     file_scheme (the words after them O)."""
     return spans.encode(spans.decode(model_tags, self.span_rule), n_words,
                         self.file_scheme)
 
+  def predicted_tags(self, sentence: TaggedSentence) -> List[str]:
+    """A sentence's predicted tags in file_scheme: its kept words' (all its
+    words' with tags_cut_words)."""
+    n_words = len(sentence.example.words) if self.tags_cut_words else sentence.n_kept
+    return self.file_tags(sentence.predicted, n_words)
+
   @abc.abstractmethod
-  def score(self, sentences: Sequence[TaggedSentence], loss_sum: float,
-            labeled: bool) -> EvalResult:
-    """Metrics (when `labeled`) and one prediction per sentence (its tags
-    in file_scheme, space-separated).  loss_sum: the head's loss summed over
-    the kept words of all sentences."""
-
-  # ------------------------------------------------------------- serving
-  def serving_functions(self, model, text_encoder):
-    from electra_tf.finetune import tagging_export  # pylint: disable=g-import-not-at-top
-    return tagging_export.tagger_functions(model, self, text_encoder)
+  def score(self, sentences, loss_sum, labeled) -> EvalResult:
+    """As TaggingTask.score, the predictions being `predicted_tags`."""
 
 
-class ChunkingTask(TaggingTask):
+class ChunkingTask(SpanTaggingTask):
   """Text chunking on CoNLL-2000 (official tagging_tasks.Chunking).
 
   Official behaviour kept: the file is IOB2; the CHUNK rule reads spans (an
   I- of another type continues a chunk); the labels are the sorted BIOES
   tags seen in every split file present (train, dev, test); every token has
-  segment id 1; a sentence is cut as soon as its pieces so far plus one slot
-  per word would exceed max_seq_length; the score is chunk-level F1 over the
-  kept words; the eval loss adds each word's loss twice.
+  segment id 1; a word without pieces has none; a sentence is cut as soon
+  as its pieces so far plus one slot per word would exceed max_seq_length
+  (`word_fits`; [CLS] too); the score is chunk-level F1 over the kept
+  words; the eval loss adds each word's loss twice.
   """
   span_rule = spans.CHUNK
   segment_id = 1
+  empty_word_piece = None
   help = "CoNLL-2000 chunking (official; IOB2 files, chunk-level F1)"
   single_task_defaults = {"max_seq_length": 256}
 
   def __init__(self, config, tokenizer, name: str = "chunk"):
     super().__init__(config, name, tokenizer, "IOB2")
 
-  def label_tags(self) -> List[str]:
-    tags = set()
-    for split in ("train", "dev", "test"):
-      if os.path.isfile(self.data_path(split)):
-        for sentence in self.sentences(split):
-          tags.update(self.to_model_tags(sentence.tags))
-    if not tags:
-      raise FileNotFoundError(
-          f"{self.config.raw_data_dir(self.name)}: no train/dev/test .txt "
-          f"file to take the {self.name} labels from")
-    return sorted(tags)
-
-  def word_pieces(self, word: str) -> List[str]:
-    # The official code normalises each word as BasicTokenizer does (clean,
-    # lower case, strip accents, split punctuation) then WordPiece: the
-    # same as tokenize(word) for a word without spaces, apart from CJK.
-    return self.tokenizer.tokenize(word)
-
-  def pack_words(self, pieces_per_word):
-    max_length = self.config.max_seq_length
-    words_to_tokens = [["[CLS]"]] + list(pieces_per_word) + [["[SEP]"]]
-    tokens, positions = [], []
-    for word_tokens in words_to_tokens:
-      if len(words_to_tokens) + len(tokens) + 1 > max_length:
-        tokens.append("[SEP]")
-        break
-      if "[CLS]" not in word_tokens and "[SEP]" not in word_tokens:
-        positions.append(len(tokens))
-      tokens.extend(word_tokens)
-    return tokens, positions
+  def word_fits(self, begin, n_pieces, n_words):
+    # The official loop over [CLS], the words and [SEP] stops when the
+    # entries (n_words + 2), the tokens so far and one exceed max_seq_length.
+    del n_pieces  # unused by this rule
+    return n_words + 3 + begin <= self.config.max_seq_length
 
   def score(self, sentences, loss_sum, labeled) -> EvalResult:
-    predictions = [(str(s.example.eid), " ".join(self.file_tags(s.predicted, s.n_kept)))
+    predictions = [(str(s.example.eid), " ".join(self.predicted_tags(s)))
                    for s in sentences]
     if not labeled:
       return EvalResult({}, predictions)
-    counts = spans.total(spans.span_counts([s.gold for s in sentences],
-                                           [s.predicted for s in sentences],
-                                           spans.chunk_spans))
-    precision, recall, f1 = counts.precision_recall_f1()
+    precision, recall, f1 = tagging_metrics.span_precision_recall_f1(
+        [s.gold for s in sentences], [s.predicted for s in sentences])
     # Official quirk: its scorer adds each loss twice before dividing by
     # the number of words.
     n_words = sum(s.n_kept for s in sentences)
@@ -261,7 +303,7 @@ class ChunkingTask(TaggingTask):
                       predictions)
 
 
-class NER(TaggingTask):
+class NER(SpanTaggingTask):
   """Named-entity recognition on CoNLL-2003-format files.
 
   Tags in hparam `tagging_scheme` (IOB1, IOB2, BIOES), the entity types those
@@ -273,8 +315,16 @@ class NER(TaggingTask):
   default (a cased vocab).
   """
   help = "named-entity recognition (CoNLL-2003 format; entity F1 as seqeval)"
-  serves_entities = True
+  entity_outputs = True
+  tags_cut_words = True
   single_task_defaults = {"do_lower_case": False}
+
+  @classmethod
+  def check_config(cls, config) -> None:
+    try:
+      spans.canonical_scheme(config.tagging_scheme)
+    except ConfigError as e:
+      raise ConfigError(f"hparam tagging_scheme: {e}") from None
 
   def __init__(self, config, tokenizer, name: str = "ner"):
     super().__init__(config, name, tokenizer, config.tagging_scheme)
@@ -327,28 +377,29 @@ class NER(TaggingTask):
                               for prefix in LABEL_SCHEME if prefix != spans.OUTSIDE]
 
   def score(self, sentences, loss_sum, labeled) -> EvalResult:
-    predicted = [self.file_tags(s.predicted, len(s.example.words)) for s in sentences]
+    predicted = [self.predicted_tags(s) for s in sentences]
     predictions = [(str(s.example.eid), " ".join(tags))
                    for s, tags in zip(sentences, predicted)]
     if not labeled:
       return EvalResult({}, predictions)
     gold = [list(s.example.file_tags) for s in sentences]
-    metrics, tables = {}, {}
+    results, tables = {}, {}
     rows = ["mode\ttype\tprecision\trecall\tf1\tgold\tpredicted\tcorrect"]
     for mode, strict in (("", False), ("strict_", True)):
-      counts = spans.entity_counts(gold, predicted, self.file_scheme, strict)
-      for entity_type, type_counts in [("ALL", spans.total(counts))] + list(counts.items()):
+      counts = tagging_metrics.entity_counts(gold, predicted, self.file_scheme, strict)
+      all_types = [("ALL", tagging_metrics.total(counts))]
+      for entity_type, type_counts in all_types + list(counts.items()):
         scores = [100.0 * v for v in type_counts.precision_recall_f1()]
         if entity_type == "ALL":
-          metrics.update(dict(zip((mode + "precision", mode + "recall", mode + "f1"),
+          results.update(dict(zip((mode + "precision", mode + "recall", mode + "f1"),
                                   scores)))
         rows.append("\t".join([mode.rstrip("_") or "default", entity_type] +
                               [f"{v:.2f}" for v in scores] +
                               [str(type_counts.n_gold), str(type_counts.n_predicted),
                                str(type_counts.n_correct)]))
     tables["entities"] = "\n".join(rows) + "\n"
-    metrics["loss"] = loss_sum / max(1, sum(s.n_kept for s in sentences))
-    return EvalResult(metrics, predictions, tables=tables)
+    results["loss"] = loss_sum / max(1, sum(s.n_kept for s in sentences))
+    return EvalResult(results, predictions, tables=tables)
 
 
 class TaggingHead(TaskHead):

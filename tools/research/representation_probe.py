@@ -1,6 +1,6 @@
 """What the pre-trained encoders' token vectors hold, layer by layer.
 
-    python -m tools.representation_probe --output_dir=probe \\
+    python -m tools.research.representation_probe --output_dir=probe \\
         --study_dirs=seeds/seed1,seeds/seed2,seeds/seed3
 
 For every pre-training run listed in the --study_dirs' results.json
@@ -43,9 +43,9 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.errors import ConfigError, DataError
-from tools import learning_analysis
-from tools import learning_study
-from tools import study_samples
+from tools.research import learning_analysis
+from tools.research import learning_study
+from tools.research import study_samples
 
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 TASKS = ("sst", "cola", "chunk")
@@ -198,13 +198,13 @@ class TaskSentences:
 
   def score(self, predictions: np.ndarray) -> float:
     """The task's dev metric x 100 for predictions in flat_labels' order."""
-    from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+    from electra_tf.finetune.tagging import tagging_metrics  # pylint: disable=g-import-not-at-top
     if self.task == "chunk":
       tags, start = [], 0
       for gold in self.tags:
         tags.append([self.label_names[p] for p in predictions[start:start + len(gold)]])
         start += len(gold)
-      return 100.0 * metrics.span_precision_recall_f1(self.tags, tags)[2]
+      return 100.0 * tagging_metrics.span_precision_recall_f1(self.tags, tags)[2]
     return learning_analysis.sentence_score(
         self.task, [self.label_names[l] for l in self.labels],
         [self.label_names[p] for p in predictions])
@@ -214,8 +214,10 @@ def label_score(task: str, label_names: List[str]):
   """score(gold ids, predicted ids) for choosing a probe's penalty: accuracy,
   CoLA's MCC, or for chunking the token accuracy (spans need sentences)."""
   from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.classification import (  # pylint: disable=g-import-not-at-top
+      classification_metrics)
   if task == "cola":
-    return lambda gold, predicted: metrics.matthews_corrcoef(gold, predicted)
+    return lambda gold, predicted: classification_metrics.matthews_corrcoef(gold, predicted)
   return lambda gold, predicted: metrics.accuracy(gold, predicted)
 
 
@@ -276,7 +278,8 @@ def pretraining_runs(study_dirs: Sequence[str]) -> Tuple[List[Dict], Dict]:
   for directory in study_dirs:
     path = pathlib.Path(directory) / "results.json"
     if not path.is_file():
-      raise DataError(f"--study_dirs: {path} does not exist (run tools.learning_study first)")
+      raise DataError(f"--study_dirs: {path} does not exist (run "
+                      "tools.research.learning_study first)")
     results = json.loads(path.read_text(encoding="utf-8"))
     if "pretraining_runs" not in results or "settings" not in results:
       raise DataError(f"--study_dirs: {path} has no pretraining_runs / settings")

@@ -6,8 +6,8 @@ curves for three seeds.  Here our job trains from those weights on those
 records for 250 of the 400 scheduled steps and its window means (steps 1-100,
 101-200, 151-250) are compared with the official seeds'.  Our seed differs
 from theirs in every random stream, so the bounds are the official spread
-plus what our own seeds spread (tools/official_trajectory.py runs the full
-comparison).  The generator learning too slowly from step ~150 on (token
+plus what our own seeds spread (tools/research/official_trajectory.py runs the
+full comparison).  The generator learning too slowly from step ~150 on (token
 types by a gather, whose gradient rows the clip measured instead of their
 dense norm; fixed) is outside them.  Why these windows, with the figures:
 docs/results/suite_speedup_ledger.md, third round.
@@ -22,7 +22,7 @@ import tensorflow as tf
 from electra_tf import curves
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
-from tools import official_trajectory
+from tools.research import official_trajectory
 
 STEPS = 250
 WINDOWS = [range(1, 101), range(101, 201), range(151, 251)]

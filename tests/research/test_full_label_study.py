@@ -1,4 +1,4 @@
-"""tools/full_label_study.py: the held-out split, the learning-rate rule, the
+"""tools/research/full_label_study.py: the held-out split, the learning-rate rule, the
 analysis on hand-checked values, the one-line errors, and the study end to
 end at toy size (results, resume)."""
 
@@ -9,11 +9,11 @@ import pytest
 from scipy import stats
 
 from tests.conftest import run_command
-from tests.test_learning_study import TINY_MODEL
-from tools import full_label_study as fls
-from tools import learning_analysis as la
-from tools import learning_study
-from tools import study_samples
+from tests.research.test_learning_study import TINY_MODEL
+from tools.research import full_label_study as fls
+from tools.research import learning_analysis as la
+from tools.research import learning_study
+from tools.research import study_samples
 
 SST = "sentence\tlabel\n" + "".join(f"sentence {i} \t{i % 2}\n" for i in range(5))
 COLA = "".join(f"src\t{i % 2}\t\tsentence {i}\n" for i in range(4))
@@ -21,8 +21,8 @@ CHUNK = "".join(f"w{i} NN B-NP\nran VBD B-VP\n\n" for i in range(4))
 
 
 def _tool(*argv):
-  """python -m tools.full_label_study ARGV, run in this process (run_command)."""
-  return run_command("tools.full_label_study", argv, "full_label_study.py")
+  """python -m tools.research.full_label_study ARGV, run in this process (run_command)."""
+  return run_command("tools.research.full_label_study", argv, "full_label_study.py")
 
 
 def test_split_keeps_the_header_and_every_example_once():
@@ -168,7 +168,7 @@ def _tiny_tasks(root):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("no_results", "has no results.json (a tools/learning_study.py work dir)"),
+    ("no_results", "has no results.json (a tools/research/learning_study.py work dir)"),
     ("no_runs", "results.json lists no pretraining_runs"),
     ("no_checkpoint", "pretraining/electra/ckpt-4 (the electra run's checkpoint) is missing"),
     ("selection", "--selection_examples: 5 is not below the 5 training examples of sst"),
@@ -210,7 +210,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path, case, message):
 @pytest.mark.slow
 def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
     tmp_path, bert_vocab, finetuning_data_dir):
-  # A study dir as tools/learning_study.py leaves it, its one pre-training run
+  # A study dir as tools/research/learning_study.py leaves it, its one pre-training run
   # an encoder of the study's tiny model (another seed's initialisation: what
   # the run learnt does not matter here, only that its checkpoint is the start).
   model = dict(learning_study.MODEL, **TINY_MODEL)

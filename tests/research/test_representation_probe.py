@@ -1,4 +1,4 @@
-"""tools/representation_probe.py: the spread statistics, the probe against
+"""tools/research/representation_probe.py: the spread statistics, the probe against
 scikit-learn's logistic regression, and the tool end to end on the official
 debug checkpoint."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import make_pretraining_data_dir
-from tools import representation_probe as probe_lib
+from tools.research import representation_probe as probe_lib
 
 DEBUG_MODEL = {"model_size": "small", "embedding_size": 16, "generator_hidden_size": 0.5,
                "max_seq_length": 32, "model_hparam_overrides": {
@@ -76,7 +76,7 @@ def test_probe_penalty_is_chosen_on_held_out_training_examples_only():
 
 def test_analysis_takes_the_pretraining_run_as_the_unit(finetuning_data_dir):
   from scipy import stats  # pylint: disable=g-import-not-at-top
-  from tools import learning_analysis as la  # pylint: disable=g-import-not-at-top
+  from tools.research import learning_analysis as la  # pylint: disable=g-import-not-at-top
   sst = {"random_init": [55.0, 56.0], "electra": [60.0, 58.0, 59.0], "masked_lm": [57.0, 57.5]}
 
   def start(objective, score):
@@ -116,7 +116,7 @@ def _tiny_task_data(source: pathlib.Path, target: pathlib.Path) -> None:
 
 
 def _run(repo_root, *argv):
-  return subprocess.run([sys.executable, "-m", "tools.representation_probe", *argv],
+  return subprocess.run([sys.executable, "-m", "tools.research.representation_probe", *argv],
                         cwd=repo_root, capture_output=True, text=True, timeout=900)
 
 

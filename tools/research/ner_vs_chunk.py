@@ -2,7 +2,8 @@
 NER-style files, fine-tuned as `ner` and as `chunk` from the same checkpoint
 with the same hparams and seeds; both F1s side by side, as JSON.
 
-    python -m tools.ner_vs_chunk --init_checkpoint=../shared/fixtures/official_debug/model.ckpt \
+    python -m tools.research.ner_vs_chunk \
+        --init_checkpoint=../shared/fixtures/official_debug/model.ckpt \
         --hparams='{"model_hparam_overrides": {"hidden_size": 64, "num_hidden_layers": 2,
                     "num_attention_heads": 4}, "embedding_size": 16}' \
         --seeds=0,1 --output=docs/ner_vs_chunk.json
@@ -62,7 +63,8 @@ def define_flags() -> None:
 
 def write_data(work_dir: pathlib.Path, scheme: str, max_sentences: int) -> pathlib.Path:
   """data_dir/finetuning_data/{chunk,ner}/{train,dev}.txt and vocab.txt."""
-  from electra_tf.finetune import readers, spans  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune import readers  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.tagging import spans  # pylint: disable=g-import-not-at-top
   data_dir = work_dir / "data"
   for split in ("train", "dev"):
     source = pathlib.Path(FLAGS.finetuning_data_dir) / "chunk" / f"{split}.txt"
@@ -112,7 +114,8 @@ def scored_under_both_rules(runs_metrics: Dict[str, float]):
   """While active, each tagging evaluation's predicted and gold BIOES tags
   are also scored under the chunk rule and conlleval's; the last
   evaluation's F1s go into `runs_metrics`."""
-  from electra_tf.finetune import spans, tagging  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.tagging import (  # pylint: disable=g-import-not-at-top
+      spans, tagging_metrics, tagging_tasks as tagging)
   originals = {cls: cls.score for cls in (tagging.ChunkingTask, tagging.NER)}
 
   def scoring(original):
@@ -122,7 +125,7 @@ def scored_under_both_rules(runs_metrics: Dict[str, float]):
         predicted = [s.predicted for s in sentences]
         for name, spans_of in (("chunk_rule", spans.chunk_spans),
                                ("conlleval_rule", spans.entity_spans)):
-          counts = spans.total(spans.span_counts(gold, predicted, spans_of))
+          counts = tagging_metrics.total(tagging_metrics.span_counts(gold, predicted, spans_of))
           runs_metrics[f"f1_by_{name}"] = 100.0 * counts.precision_recall_f1()[2]
       return original(task, sentences, loss_sum, labeled)
     return score

@@ -1,7 +1,7 @@
 """Span-QA exports: the evaluation's answer from a question and a context.
 
 For squadv1, squad and the MRQA tasks the `text` signature takes `question`
-and `context` (tf.string [batch]) and does in the graph what qa.py's
+and `context` (tf.string [batch]) and does in the graph what qa_tasks.py's
 featurizing and evaluation do, returning answer [batch] string,
 answer_start / answer_end [batch] int32 (character offsets, -1 without a
 span), score [batch] float32 and, for SQuAD 2.0, null_score and no_answer.
@@ -16,14 +16,13 @@ from typing import Callable, Dict, Mapping, Optional
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf import serving as export_lib
+from electra_tf import serving
 from electra_tf import serving_text
 from electra_tf.config import ModelConfig
-from electra_tf.finetune.qa import QATask
 
 ROWS_PER_RUN = 64  # windows per model call: bounds memory on long contexts
-_CONTEXT_WHITESPACE = "[ \\t\\r\\n\\x{202F}]+"  # qa._is_whitespace
-_NULL_SCORE_START = 1000000.0  # qa.QATask._best_answer's initial null score
+_CONTEXT_WHITESPACE = "[ \\t\\r\\n\\x{202F}]+"  # qa_tasks._is_whitespace
+_NULL_SCORE_START = 1000000.0  # qa_tasks.QATask._best_answer's initial null score
 
 
 def _at(values: tf.RaggedTensor, positions: tf.Tensor, default) -> tf.Tensor:
@@ -54,19 +53,6 @@ def _row_gather(values: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
   return tf.gather(tf.pad(values, padding), rows)
 
 
-def _char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTensor:
-  """Character (codepoint) offsets of byte offsets [B, (k)] at character
-  starts of the rows of text [B]."""
-  _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
-  row_base = tf.cumsum(_length(text), exclusive=True)
-  global_chars = char_starts + tf.expand_dims(row_base, 1)
-  global_offsets = byte_offsets + tf.expand_dims(row_base, 1)
-  index = tf.searchsorted(global_chars.flat_values, global_offsets.flat_values,
-                          out_type=tf.int64)
-  return byte_offsets.with_flat_values(index - tf.gather(
-      char_starts.row_starts(), byte_offsets.value_rowids()))
-
-
 def _length(text: tf.Tensor, unit: str = "BYTE") -> tf.Tensor:
   """int64 lengths of strings, in bytes or characters."""
   return tf.cast(tf.strings.length(text, unit=unit), tf.int64)
@@ -87,7 +73,7 @@ def _find(text: tf.Tensor, pattern: tf.Tensor) -> tf.Tensor:
 
 
 def final_text(pred_text: tf.Tensor, orig_text: tf.Tensor, tok_text: tf.Tensor):
-  """qa.final_text on string [B] rows: the character range [first, last]
+  """qa_tasks.final_text on string [B] rows: the character range [first, last]
   (int64 [B]) of orig_text that answers pred_text.
 
   tok_text is orig_text's basic-tokenized words joined by spaces.  pred_text
@@ -142,8 +128,8 @@ def _in_runs(model_fn, inputs: Mapping[str, tf.Tensor],
           for k, v in outputs.items()}
 
 
-def head_output_dtypes(task: QATask) -> Dict[str, tf.DType]:
-  """The QA head's inference outputs (qa.QAHead) and their dtypes."""
+def head_output_dtypes(task) -> Dict[str, tf.DType]:
+  """The QA head's inference outputs (qa_tasks.QAHead) and their dtypes."""
   names = ["start_logits", "end_logits", "answerable_logit"]
   if task.config.joint_prediction:
     names += ["start_top_log_probs", "start_top_index", "end_top_log_probs",
@@ -154,7 +140,7 @@ def head_output_dtypes(task: QATask) -> Dict[str, tf.DType]:
 
 @dataclasses.dataclass
 class _Document:
-  """The contexts of a batch as qa.py reads them."""
+  """The contexts of a batch as qa_tasks.py reads them."""
   words: tf.RaggedTensor  # string [B, (words)]: split at _CONTEXT_WHITESPACE
   word_begins: tf.RaggedTensor  # int64 [B, (words)]: character offsets
   pieces: tf.RaggedTensor  # string [B, (n)]: each word tokenized as a text
@@ -167,14 +153,15 @@ def _document(context: tf.Tensor, text_encoder: serving_text.TextEncoder) -> _Do
   pieces = word_pieces.merge_dims(1, 2)
   piece_words = pieces.with_flat_values(
       word_pieces.values.value_rowids() - tf.gather(words.row_starts(), pieces.value_rowids()))
-  return _Document(words, _char_offsets(context, word_begins), pieces, piece_words)
+  return _Document(words, serving_text.char_offsets(context, word_begins), pieces, piece_words)
 
 
 @dataclasses.dataclass
 class _Windows:
-  """The document windows of a batch (qa.doc_windows), one model row each:
-  per example [B], then per row [R] (int64)."""
+  """The document windows of a batch (QATask.window_layout), one model row
+  each: per example [B], then per row [R] (int64)."""
   n_pieces: tf.Tensor  # [B] document pieces
+  query_length: tf.Tensor  # [B] query pieces kept
   max_tokens: tf.Tensor  # [B] window size: max_seq_length - query - 3
   stride: tf.Tensor  # [B] the step between window starts
   count: tf.Tensor  # [B] windows
@@ -192,22 +179,18 @@ class _Windows:
     return tf.gather(values, self.example)
 
 
-def _windows(n_pieces: tf.Tensor, query_length: tf.Tensor, max_seq_length: int,
-             doc_stride: int) -> _Windows:
-  max_tokens = max_seq_length - query_length - 3
-  stride = tf.minimum(max_tokens, doc_stride)
-  count = tf.where(n_pieces > 0, 1 + (tf.maximum(n_pieces - max_tokens, 0) +
-                                      stride - 1) // stride, 0)
+def _windows(task, n_pieces: tf.Tensor, n_query: tf.Tensor) -> _Windows:
+  query_length, max_tokens, stride, count = task.window_layout(n_pieces, n_query, tf)
   example = tf.repeat(tf.range(tf.size(n_pieces, out_type=tf.int64)), count)
   index = tf.ragged.range(count).flat_values
   start = index * tf.gather(stride, example)
   length = tf.minimum(tf.gather(n_pieces, example) - start, tf.gather(max_tokens, example))
-  return _Windows(n_pieces, max_tokens, stride, count, example, index, start, length,
-                  tf.gather(query_length, example) + 2)
+  return _Windows(n_pieces, query_length, max_tokens, stride, count, example, index, start,
+                  length, tf.gather(query_length, example) + 2)
 
 
 def _max_context(windows: _Windows, piece: tf.Tensor) -> tf.Tensor:
-  """qa.is_max_context of document pieces [R, K] (int64, piece i of row r
+  """qa_tasks.is_max_context of document pieces [R, K] (int64, piece i of row r
   in row r's example): whether row r's window is the first of the example's
   windows holding the piece with the best score, min(left context, right
   context) + 0.01 * window length.  bool [R, K]."""
@@ -221,7 +204,7 @@ def _max_context(windows: _Windows, piece: tf.Tensor) -> tf.Tensor:
   exists = all_windows < tf.expand_dims(windows.per_row(windows.count), 1)
   holds = exists[:, None, :] & (piece >= start) & (piece <= end)
   score = (tf.cast(tf.minimum(piece - start, end - piece), tf.float64)
-           + 0.01 * tf.cast(length, tf.float64))  # qa.is_max_context, in float64
+           + 0.01 * tf.cast(length, tf.float64))  # qa_tasks.is_max_context, in float64
   score = tf.where(holds, score, -float("inf"))
   first_best = tf.reduce_min(tf.where(
       tf.equal(score, tf.reduce_max(score, axis=2, keepdims=True)),
@@ -241,12 +224,12 @@ class _BestSpans:
 
 def _best_spans(windows: _Windows, outputs: Mapping[str, tf.Tensor], config,
                 n_examples: tf.Tensor) -> _BestSpans:
-  """qa.QATask._best_answer's candidates and their best, from the head's
+  """qa_tasks.QATask._best_answer's candidates and their best, from the head's
   outputs of the window rows."""
   if config.joint_prediction:
     start_score, start_index = outputs["start_top_log_probs"], outputs["start_top_index"]
     end_score, end_index = outputs["end_top_log_probs"], outputs["end_top_index"]
-  else:  # qa.best_indexes: the n_best_size best, ties in position order
+  else:  # qa_tasks.best_indexes: the n_best_size best, ties in position order
     k = tf.minimum(config.n_best_size, tf.shape(outputs["start_logits"])[1])
     start_score, start_index = tf.math.top_k(outputs["start_logits"], k)
     top_end_score, top_end_index = tf.math.top_k(outputs["end_logits"], k)
@@ -300,7 +283,7 @@ def _best_spans(windows: _Windows, outputs: Mapping[str, tf.Tensor], config,
 
 def _span_answer(document: _Document, spans: _BestSpans,
                  text_encoder: serving_text.TextEncoder):
-  """The text of each best span on the original words (qa.final_text) and
+  """The text of each best span on the original words (qa_tasks.final_text) and
   its character offsets [start, end) in the context (int64 [B])."""
   pred_text = tf.strings.reduce_join(
       _spans(document.pieces, spans.first_piece, spans.last_piece), axis=1, separator=" ")
@@ -333,7 +316,7 @@ def _span_answer(document: _Document, spans: _BestSpans,
   return text, to_context(first_char), to_context(last_char) + 1
 
 
-def qa_functions(model_config: ModelConfig, task: QATask,
+def qa_functions(model_config: ModelConfig, task,
                  text_encoder: Optional[serving_text.TextEncoder],
                  task_outputs: Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]):
   """serve (ids, per window) and serve_text (module docstring) of `task`.
@@ -346,12 +329,12 @@ def qa_functions(model_config: ModelConfig, task: QATask,
   joint = config.joint_prediction
 
   def head_outputs(inputs):
-    return task_outputs({k: inputs[k] for k in export_lib.INPUT_NAMES})
+    return task_outputs({k: inputs[k] for k in serving.INPUT_NAMES})
 
-  @tf.function(input_signature=export_lib.input_signature(),
+  @tf.function(input_signature=serving.input_signature(),
                autograph=False)
   def serve(input_ids, input_mask, segment_ids):
-    inputs = export_lib.check_serving_inputs(input_ids, input_mask, segment_ids,
+    inputs = serving.check_serving_inputs(input_ids, input_mask, segment_ids,
                                              model_config)
     if joint:
       check = tf.debugging.assert_greater_equal(
@@ -359,7 +342,7 @@ def qa_functions(model_config: ModelConfig, task: QATask,
           message=f"input_ids: sequence length is less than beam_size {config.beam_size}")
       with tf.control_dependencies([check]):
         inputs = tuple(tf.identity(t) for t in inputs)
-    return head_outputs(dict(zip(export_lib.INPUT_NAMES, inputs)))
+    return head_outputs(dict(zip(serving.INPUT_NAMES, inputs)))
 
   if text_encoder is None:
     return serve, None
@@ -367,10 +350,8 @@ def qa_functions(model_config: ModelConfig, task: QATask,
   def answer(question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
     document = _document(context, text_encoder)
     query = text_encoder.pieces(question)
-    query = serving_text.ragged_prefix(
-        query, tf.minimum(query.row_lengths(), config.max_query_length))
-    windows = _windows(document.pieces.row_lengths(), query.row_lengths(),
-                       config.max_seq_length, config.doc_stride)
+    windows = _windows(task, document.pieces.row_lengths(), query.row_lengths())
+    query = serving_text.ragged_prefix(query, windows.query_length)
     n_rows = tf.size(windows.example, out_type=tf.int64)
 
     def constant_rows(token):
@@ -386,7 +367,7 @@ def qa_functions(model_config: ModelConfig, task: QATask,
                           tf.expand_dims(windows.doc_first, 1), tf.int32)
     inputs = text_encoder.model_inputs(tokens, segment_ids,
                                        min_length=config.beam_size if joint else 1)
-    outputs = _in_runs(head_outputs, {k: inputs[k] for k in export_lib.INPUT_NAMES},
+    outputs = _in_runs(head_outputs, {k: inputs[k] for k in serving.INPUT_NAMES},
                        head_output_dtypes(task))
     n_examples = tf.size(question, out_type=tf.int64)
     spans = _best_spans(windows, outputs, config, n_examples)
@@ -398,7 +379,7 @@ def qa_functions(model_config: ModelConfig, task: QATask,
     if task.v2:
       if config.answerable_classifier:
         row_null = tf.cast(outputs["answerable_logit"], tf.float64)
-      else:  # the [CLS] scores, summed in float32 as qa.py sums them
+      else:  # the [CLS] scores, summed in float32 as qa_tasks.py sums them
         row_null = tf.cast(outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0],
                            tf.float64)
       null_score = tf.minimum(tf.constant(_NULL_SCORE_START, tf.float64),

@@ -1,7 +1,7 @@
 """The training samples of the learning studies' fine-tuning settings.
 
-tools/learning_study.py (which fine-tunes on them), tools/full_label_study.py
-(which holds out a selection set) and tools/learning_analysis.py (which fits
+tools/research/learning_study.py (which fine-tunes on them), tools/research/full_label_study.py
+(which holds out a selection set) and tools/research/learning_analysis.py (which fits
 the trivial baselines on them) cut a task's training file here, so that they
 all see the same examples.
 """

@@ -1,7 +1,7 @@
 """The learning study's comparisons, recomputed from its results.json files.
 
-    python -m tools.learning_analysis --study_dir=docs/learning_study            # check
-    python -m tools.learning_analysis --study_dir=docs/learning_study --write    # update
+    python -m tools.research.learning_analysis --study_dir=docs/learning_study            # check
+    python -m tools.research.learning_analysis --study_dir=docs/learning_study --write    # update
 
 For every fine-tuning setting of every committed study (the runs under
 `finetuning*` in each results.json), this computes:
@@ -28,7 +28,7 @@ For every fine-tuning setting of every committed study (the runs under
 With the pre-training seeds of `large_corpus_seeds/seed*/results.json`, it
 also compares the objectives with the pre-training run as the unit: each run's
 mean over its fine-tuning seeds, then Welch over the runs. With the
-full-training-set study of `full_labels/results.json` (tools/full_label_study.py),
+full-training-set study of `full_labels/results.json` (tools/research/full_label_study.py),
 it compares the objectives the same way, each run scored at the learning rate
 its selection set chose (analyse_full_labels).
 
@@ -55,9 +55,9 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf.errors import DataError
-from tools import study_samples
+from tools.research import study_samples
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 SHARED = REPO.parent / "shared" / "data"
 
 FLAGS = flags.FLAGS
@@ -254,7 +254,7 @@ def most_frequent_tag_f1(train: Sequence[Tuple[Sequence[str], Sequence[str]]],
   """Chunk F1 x 100 (the project's span scorer) of tagging each dev word with
   its most frequent tag in `train` (ties: the tag seen first; unseen words:
   the most frequent tag overall)."""
-  from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.tagging import tagging_metrics  # pylint: disable=g-import-not-at-top
   by_word: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   overall: collections.Counter = collections.Counter()
   for words, tags in train:
@@ -264,7 +264,7 @@ def most_frequent_tag_f1(train: Sequence[Tuple[Sequence[str], Sequence[str]]],
   fallback = overall.most_common(1)[0][0]
   predicted = [[by_word[w].most_common(1)[0][0] if w in by_word else fallback for w in words]
                for words, _ in dev]
-  return 100.0 * metrics.span_precision_recall_f1([tags for _, tags in dev], predicted)[2]
+  return 100.0 * tagging_metrics.span_precision_recall_f1([tags for _, tags in dev], predicted)[2]
 
 
 def sentence_examples(text: str, task: str) -> List[Tuple[List[str], str]]:
@@ -303,8 +303,10 @@ def naive_bayes_predictions(train: Sequence[Tuple[Sequence[str], str]],
 
 def sentence_score(task: str, gold: Sequence[str], predicted: Sequence[str]) -> float:
   from electra_tf.finetune import metrics  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune.classification import (  # pylint: disable=g-import-not-at-top
+      classification_metrics)
   if task == "cola":
-    return 100.0 * metrics.matthews_corrcoef(gold, predicted)
+    return 100.0 * classification_metrics.matthews_corrcoef(gold, predicted)
   return 100.0 * metrics.accuracy(gold, predicted)
 
 
@@ -578,7 +580,7 @@ FULL_LABELS_GROUPS = (("random_init", "random initialisation"), ("electra", "ELE
 
 
 def analyse_full_labels(results: Dict, data_dir: pathlib.Path) -> Dict:
-  """The full-training-set study (tools/full_label_study.py) with the
+  """The full-training-set study (tools/research/full_label_study.py) with the
   pre-training run as the unit (random initialisation: each init seed).
 
   For each task: each start's dev score at its chosen learning rate, grouped
@@ -729,7 +731,7 @@ DEFECT_STUDY = "defect_checks"
 
 def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
   """The defect checks: defect_checks/<check>/results.json, each a
-  tools/full_label_study.py work dir run with --epoch_metrics at one
+  tools/research/full_label_study.py work dir run with --epoch_metrics at one
   learning rate. Per check and start: the rate, layer-wise decay and epochs,
   and the run's curve: dev score, mean training loss per example and the
   weight norms of the embeddings and of the Transformer layers (the root of
@@ -784,7 +786,7 @@ REPRESENTATION_STATS = ("uncentered_mean_cosine", "centered_mean_cosine", "mean_
 
 
 def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
-  """The representation probe (tools/representation_probe.py) with the
+  """The representation probe (tools/research/representation_probe.py) with the
   pre-training run as the unit (random initialisation: each init seed).
 
   probe[layer][task][group]: mean, sd, n of the linear probe's dev score over

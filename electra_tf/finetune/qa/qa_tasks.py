@@ -26,9 +26,11 @@ import tensorflow as tf
 from absl import logging
 
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import metrics
+from electra_tf.finetune import export
 from electra_tf.finetune import readers
 from electra_tf.finetune.config import FinetuningConfig
+from electra_tf.finetune.qa import qa_metrics
+from electra_tf.finetune.qa import qa_serving
 from electra_tf.finetune.task import (EvalResult, Features, FeatureSpec, Task,
                                       TaskHead, dense, is_labeled_split,
                                       softmax_cross_entropy)
@@ -116,20 +118,6 @@ def is_max_context(spans: Sequence[Tuple[int, int]], span_index: int,
   return span_index == best_index
 
 
-def doc_windows(n_tokens: int, max_tokens: int, stride: int
-                ) -> List[Tuple[int, int]]:
-  """(start, length) of the sliding windows over `n_tokens` word pieces."""
-  spans = []
-  start = 0
-  while start < n_tokens:
-    length = min(n_tokens - start, max_tokens)
-    spans.append((start, length))
-    if start + length == n_tokens:
-      break
-    start += min(length, stride)
-  return spans
-
-
 def final_text(pred_text: str, orig_text: str,
                basic_tokenize: Callable[[str], List[str]]) -> str:
   """Projects a normalised predicted text back onto the original words.
@@ -203,11 +191,31 @@ class QATask(Task):
                             else tokenizer.basic_tokenizer.tokenize)
 
   def serving_functions(self, model, text_encoder):
-    from electra_tf.finetune import export  # pylint: disable=g-import-not-at-top
-    from electra_tf.finetune import qa_export  # pylint: disable=g-import-not-at-top
-    return qa_export.qa_functions(
+    return qa_serving.qa_functions(
         model.encoder.config, self, text_encoder,
         lambda features: export.task_outputs(model, self, features))
+
+  def window_layout(self, n_pieces, n_query, xp):
+    """How a question of n_query pieces and a document of n_pieces are
+    packed, the rule the featurizer (ints, xp=numpy) and the text signature
+    (int64 [B], xp=tf) both read: (query pieces kept, window size, stride,
+    window count).  Window i starts at i * stride and holds
+    min(n_pieces - start, size) pieces; [CLS] query [SEP] window [SEP] fills
+    at most max_seq_length (official: windows doc_stride apart)."""
+    query = xp.minimum(n_query, self.config.max_query_length)
+    size = self.config.max_seq_length - query - 3
+    stride = xp.minimum(size, self.config.doc_stride)
+    count = xp.where(n_pieces > 0,
+                     1 + (xp.maximum(n_pieces - size, 0) + stride - 1) // stride, 0)
+    return query, size, stride, count
+
+  def doc_windows(self, n_pieces: int, n_query: int
+                  ) -> Tuple[int, List[Tuple[int, int]]]:
+    """The query pieces kept and the (start, length) of each window
+    (window_layout)."""
+    query, size, stride, count = self.window_layout(n_pieces, n_query, np)
+    return int(query), [(int(i * stride), int(min(n_pieces - i * stride, size)))
+                        for i in range(count)]
 
   # -------------------------------------------------------------- reading
   def get_examples(self, split: str) -> List[QAExample]:
@@ -277,8 +285,9 @@ class QATask(Task):
                          tok_to_orig: List[int], orig_to_tok: List[int],
                          doc_pieces: List[str]):
     """Yields (feature row, window info) per document window."""
-    config = self.config
-    query = self.tokenizer.tokenize(example.question_text)[:config.max_query_length]
+    query = self.tokenizer.tokenize(example.question_text)
+    n_query, spans = self.doc_windows(len(doc_pieces), len(query))
+    query = query[:n_query]
     answer_start = answer_end = 0
     has_answer = is_training and not example.is_impossible
     if has_answer:
@@ -291,8 +300,6 @@ class QATask(Task):
           doc_pieces, answer_start, answer_end,
           self.tokenizer.tokenize(example.orig_answer_text))
 
-    spans = doc_windows(len(doc_pieces), config.max_seq_length - len(query) - 3,
-                        config.doc_stride)
     for span_index, (span_start, span_length) in enumerate(spans):
       tokens = ["[CLS]"] + query + ["[SEP]"]
       segment_ids = [0] * len(tokens)
@@ -613,9 +620,9 @@ class SQuADTask(QATask):
 
   def _score(self, gold, answers, null_odds):
     if self.v2:
-      return metrics.evaluate_squad_v2(gold, answers, null_odds,
+      return qa_metrics.evaluate_squad_v2(gold, answers, null_odds,
                                        self.config.qa_na_threshold)
-    return dict(sorted(metrics.evaluate_squad_v1(gold, answers).items()))
+    return dict(sorted(qa_metrics.evaluate_squad_v1(gold, answers).items()))
 
 
 class MRQATask(QATask):
@@ -662,7 +669,7 @@ class MRQATask(QATask):
     return failures
 
   def _score(self, gold, answers, null_odds):
-    return dict(sorted(metrics.evaluate_mrqa(gold, answers).items()))
+    return dict(sorted(qa_metrics.evaluate_mrqa(gold, answers).items()))
 
 
 class SQuAD(SQuADTask):

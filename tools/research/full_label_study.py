@@ -2,7 +2,7 @@
 initialisation against ELECTRA against the masked LM at equal FLOPs,
 fine-tuned on all of GLUE SST-2 and CoLA and CoNLL-2000 chunking.
 
-    python -m tools.full_label_study --work_dir=full_labels \\
+    python -m tools.research.full_label_study --work_dir=full_labels \\
         --study_dirs=runs/seed1,runs/seed2,runs/seed3 \\
         [--max_seq_length=sst:64,cola:64,chunk:128] \\
         [--num_train_epochs=sst:3,cola:3,chunk:3] \\
@@ -14,14 +14,14 @@ Starts:
     encoder initialised with seed S, saved as a checkpoint, so that every
     start is a checkpoint fine-tuned in the same way;
   - <objective>_seed<S> for each pre-training run of the --study_dirs
-    (tools/learning_study.py work dirs: results.json's pretraining_runs), its
+    (tools/research/learning_study.py work dirs: results.json's pretraining_runs), its
     checkpoint where its schedule ends; the masked LM's schedule spends
     ELECTRA's pre-training FLOPs;
   - NAME for each --starts NAME=CHECKPOINT: any other checkpoint of the same
     encoder (e.g. the official code's step-0 weights: a check that a start
     loads and trains as the random ones do).
 The study dirs must share their model and vocab (results.json settings);
-without study dirs, the model is tools/learning_study.py's default (the
+without study dirs, the model is tools/research/learning_study.py's default (the
 official trajectory fixture's shape) with the BERT uncased vocab.
 
 The rule, the same for every start and task:
@@ -59,9 +59,9 @@ work_dir/results.json: settings (the rule and its values), pretraining_runs
 (objective, seed, steps, absolute checkpoint, study_dir), named_starts (the
 --starts: {name: absolute checkpoint}), finetuning
 {task: {start: {runs: {lr: {selection, dev}}, chosen_lr, dev}}} and analysis
-(tools/learning_analysis.analyse_full_labels: the pre-training run as the
+(tools/research/learning_analysis.analyse_full_labels: the pre-training run as the
 unit, trivial baselines on the same training examples). Its tables go to
-docs/learning.md through tools/learning_analysis.py once the results.json is
+docs/learning.md through tools/research/learning_analysis.py once the results.json is
 committed as docs/learning_study/full_labels/results.json.
 """
 
@@ -79,9 +79,9 @@ from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.errors import CheckpointError, ConfigError, DataError
 from electra_tf.pretrain.config import PretrainingConfig
-from tools import learning_analysis
-from tools import learning_study
-from tools import study_samples
+from tools.research import learning_analysis
+from tools.research import learning_study
+from tools.research import study_samples
 
 FLAGS = flags.FLAGS
 
@@ -100,7 +100,8 @@ def define_flags() -> None:
   """The command's flags, defined when it runs (tests import the module)."""
   flags.DEFINE_string("work_dir", None, "Where everything goes (resumable).")
   flags.DEFINE_list("study_dirs", [],
-                    "tools/learning_study.py work dirs whose pre-training runs are starts "
+                    "tools/research/learning_study.py work dirs whose pre-training runs are "
+                    "starts "
                     "(none: the study tool's default model and vocab).")
   flags.DEFINE_string("finetuning_data_dir", str(learning_study.SHARED / "finetuning_data"),
                       "Folder with <task>/ fine-tuning data.")
@@ -212,7 +213,7 @@ def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
 def read_studies(study_dirs: Sequence[str]) -> Dict:
   """The model, vocab and pre-training runs of the study dirs: {model,
   vocab_file, runs: [{objective, seed, steps, checkpoint (absolute),
-  study_dir}]}; no study dirs: tools/learning_study.py's default model and
+  study_dir}]}; no study dirs: tools/research/learning_study.py's default model and
   vocab, no runs."""
   if not study_dirs:
     vocab = learning_study.SHARED / "vocab" / "bert_uncased_vocab.txt"
@@ -225,7 +226,7 @@ def read_studies(study_dirs: Sequence[str]) -> Dict:
     path = study_dir / "results.json"
     if not path.exists():
       raise DataError(f"--study_dirs: {study_dir} has no results.json "
-                      "(a tools/learning_study.py work dir)")
+                      "(a tools/research/learning_study.py work dir)")
     results = json.loads(path.read_text())
     if not results.get("pretraining_runs"):
       raise DataError(f"--study_dirs: {path} lists no pretraining_runs")

@@ -1,8 +1,8 @@
 """Does pre-training learn?  ELECTRA against a masked LM at equal FLOPs and
 against no pre-training, on a CPU.
 
-    python -m tools.learning_study --work_dir=study                  # defaults
-    python -m tools.learning_study --work_dir=study --steps=4000 \\
+    python -m tools.research.learning_study --work_dir=study                  # defaults
+    python -m tools.research.learning_study --work_dir=study --steps=4000 \\
         --eval_at=250,500,1000,2000,4000 --finetune_at=1000,4000 \\
         --tasks=chunk,sst --train_examples=2000 --seeds=1,2,3
 
@@ -57,9 +57,9 @@ from electra_tf import cli
 from electra_tf import fileio
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
-from tools import study_samples
+from tools.research import study_samples
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 SHARED = REPO.parent / "shared" / "data"
 # The study's model: the official trajectory fixture's shape (ELECTRA-Small
 # narrowed to hidden 128, 4 layers), which learns within a few hundred steps.

@@ -1,8 +1,8 @@
-"""Tag sequences and the spans they mark: decoders, encoders and entity scores.
+"""Tag sequences and the spans they mark: schemes, decoders and encoders.
 
-Pure Python; the scorers, readers and tests call it, and the serving graphs
-apply its rules through the tables at the end.  A tag is "O" or PREFIX-TYPE
-(B, I, E, S); a span is (start, end inclusive, type) over word indices.
+Pure Python; the scorers (tagging_metrics.py) and tasks call it, and the
+serving graphs apply its rules through the tables at the end.  A tag is "O"
+or PREFIX-TYPE (B, I, E, S); a span is (start, end inclusive, type) over word indices.
 Schemes (SCHEMES): IOB1 (I- throughout, B- only to start a span right after
 one of its type: original CoNLL-2003), IOB2 / "BIO" (B- first, then I-),
 BIOES (B-, I-, E- last, S- one word: what the official tagging model
@@ -18,16 +18,15 @@ predicts).  Decoders agree on well-formed tags and differ on ill-formed:
 
 LENIENT and CHUNK depend only on the tags of words i-1 and i, so
 `boundary_tables` (and `prefix_table` for the encoders) tabulate them for
-the serving graphs (finetune/tagging_export.py).
+the serving graphs (tagging_serving.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import metrics
 
 Span = Tuple[int, int, str]
 OUTSIDE = "O"
@@ -296,63 +295,6 @@ def encode(spans: Iterable[Span], length: int, scheme: str) -> List[str]:
 def convert(tags: Sequence[str], scheme: str) -> List[str]:
   """`tags` (any scheme, read by LENIENT) rewritten in `scheme`."""
   return encode(entity_spans(tags), len(tags), scheme)
-
-
-# -------------------------------------------------------------------- scores
-@dataclasses.dataclass(frozen=True)
-class Counts:
-  """Spans of one type (or all): gold, predicted and both."""
-  n_gold: int = 0
-  n_predicted: int = 0
-  n_correct: int = 0
-
-  def __add__(self, other: "Counts") -> "Counts":
-    return Counts(self.n_gold + other.n_gold, self.n_predicted + other.n_predicted,
-                  self.n_correct + other.n_correct)
-
-  def precision_recall_f1(self) -> Tuple[float, float, float]:
-    """Fractions; all 0 when nothing is correct (seqeval's default
-    zero_division gives the same, with a warning)."""
-    return metrics.precision_recall_f1(self.n_correct, self.n_predicted, self.n_gold)
-
-
-def span_counts(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
-                spans_of: Callable[[Sequence[str]], List[Span]]
-                ) -> Dict[str, Counts]:
-  """Counts per type over sentences of gold and predicted tags, each read
-  by `spans_of` (e.g. entity_spans); a span is correct when both have it."""
-  counts: Dict[str, Counts] = {}
-  gold, predicted = list(gold), list(predicted)
-  if len(gold) != len(predicted):
-    raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
-  for gold_tags, predicted_tags in zip(gold, predicted):
-    if len(gold_tags) != len(predicted_tags):
-      raise ValueError(f"a sentence has {len(gold_tags)} gold tags and "
-                       f"{len(predicted_tags)} predicted ones")
-    gold_spans, predicted_spans = set(spans_of(gold_tags)), set(spans_of(predicted_tags))
-    for spans, field in ((gold_spans, 0), (predicted_spans, 1),
-                         (gold_spans & predicted_spans, 2)):
-      for _, _, span_type in spans:
-        values = [0, 0, 0]
-        values[field] = 1
-        counts[span_type] = counts.get(span_type, Counts()) + Counts(*values)
-  return dict(sorted(counts.items()))
-
-
-def total(counts: Mapping[str, Counts]) -> Counts:
-  """All types together (micro average)."""
-  return sum(counts.values(), Counts())
-
-
-def entity_counts(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
-                  scheme: str, strict: bool) -> Dict[str, Counts]:
-  """Per-type counts as seqeval counts them: default mode (`strict` False,
-  any scheme) or strict mode with `scheme`."""
-  if strict:
-    scheme = canonical_scheme(scheme)
-    return span_counts(gold, predicted,
-                       lambda tags: strict_entity_spans(tags, scheme))
-  return span_counts(gold, predicted, entity_spans)
 
 
 # ---------------------------------------------------- tables for the graphs

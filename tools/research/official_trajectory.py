@@ -1,8 +1,8 @@
 """Trains from the official trajectory fixture and compares with the official curves.
 
-    python -m tools.official_trajectory --work_dir=/tmp/trajectory --seeds=1,2,3
-    python -m tools.official_trajectory --work_dir=/tmp/trajectory --seeds=1 --json
-    python -m tools.official_trajectory --work_dir=/tmp/trajectory --seeds=1,2,3,4,5 \\
+    python -m tools.research.official_trajectory --work_dir=/tmp/trajectory --seeds=1,2,3
+    python -m tools.research.official_trajectory --work_dir=/tmp/trajectory --seeds=1 --json
+    python -m tools.research.official_trajectory --work_dir=/tmp/trajectory --seeds=1,2,3,4,5 \\
         --official_runs=official/seed4.json,official/seed5.json --plot=curves.png --json
 
 `../shared/fixtures/official_trajectory/` holds the official TF1 code's
@@ -43,7 +43,7 @@ from absl import flags
 from electra_tf import cli
 from electra_tf import curves
 from electra_tf.errors import DataError
-from tools import learning_analysis
+from tools.research import learning_analysis
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

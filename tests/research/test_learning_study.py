@@ -1,4 +1,4 @@
-"""tools/learning_study.py end to end at toy size: results, figures, resume."""
+"""tools/research/learning_study.py end to end at toy size: results, figures, resume."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import pytest
 
 from electra_tf import stop_points
 from tests.conftest import run_command
-from tools import learning_study
+from tools.research import learning_study
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
               "num_eval_steps": 2, "num_warmup_steps": 1, "iterations_per_loop": 2,
@@ -20,16 +20,17 @@ TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
 
 
 def _study(*argv):
-  """python -m tools.learning_study ARGV, run in this process (run_command):
+  """python -m tools.research.learning_study ARGV, run in this process (run_command):
   for the runs that stop before any TensorFlow work."""
-  return run_command("tools.learning_study", argv, "learning_study.py")
+  return run_command("tools.research.learning_study", argv, "learning_study.py")
 
 
 def _study_process(repo_root, *argv):
-  """python -m tools.learning_study ARGV in a process of its own: for the
+  """python -m tools.research.learning_study ARGV in a process of its own: for the
   runs that pre-train (in this process, a tf.data iterator they leave
   behind hung its exit)."""
-  return subprocess.run([sys.executable, "-m", "tools.learning_study", *argv], cwd=repo_root,
+  return subprocess.run([sys.executable, "-m", "tools.research.learning_study", *argv],
+                        cwd=repo_root,
                         capture_output=True, text=True,
                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
 
@@ -258,7 +259,7 @@ def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", **stop_points.environment("step_logged", 1))
   # Frozen when step 2 is logged; the SIGTERM arrives while frozen.
   process = subprocess.Popen(
-      [sys.executable, "-m", "tools.learning_study", f"--work_dir={work_dir}",
+      [sys.executable, "-m", "tools.research.learning_study", f"--work_dir={work_dir}",
        f"--corpus_dir={corpus}", "--heldout_file=heldout.txt", f"--vocab_file={bert_vocab}",
        "--hparams=" + json.dumps(TINY_MODEL), "--steps=6", "--eval_at=4,6",
        "--finetune_at=6", "--tasks=sst"],

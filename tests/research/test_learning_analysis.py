@@ -1,4 +1,4 @@
-"""tools/learning_analysis.py: its statistics and baselines on hand-checked
+"""tools/research/learning_analysis.py: its statistics and baselines on hand-checked
 values, and the committed write-up against the committed results.json files."""
 
 import json
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tools import learning_analysis as la
+from tools.research import learning_analysis as la
 
-STUDY_DIR = pathlib.Path(__file__).resolve().parent.parent / "docs" / "learning_study"
+STUDY_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "docs" / "learning_study"
 LEARNING_MD = STUDY_DIR.parent / "learning.md"
 README = STUDY_DIR.parent.parent / "README.md"
 

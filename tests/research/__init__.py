@@ -1,0 +1,1 @@
+"""The research tools' tests (tools/research/)."""
