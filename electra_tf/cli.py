@@ -2,7 +2,7 @@
 
 Every command of the project (the modules of `electra_tf/commands/`, which
 `run_*.py`, `data_prep/*.py` and `python -m electra_tf.{convert,export,
-benchmark,bench.memory}` run, and the scripts of `tools/`) defines its absl
+benchmark,bench_memory}` run, and the scripts of `tools/`) defines its absl
 flags when it runs, not on import (tests import several commands in one
 process, and absl refuses a flag defined twice), a flag several commands
 take through `define_shared_flag`, and hands its `main()` to `cli.run`:

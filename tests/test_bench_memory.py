@@ -34,13 +34,13 @@ def test_memory_command_prints_json(tmp_path, repo_root):
   output = tmp_path / "memory.json"
   hparams = json.dumps({"debug": True, "vocab_size": 100, "embedding_size": 16})
   result = subprocess.run(
-      [sys.executable, "-m", "electra_tf.bench.memory", "--model_sizes=small",
+      [sys.executable, "-m", "electra_tf.bench_memory", "--model_sizes=small",
        "--seq_lengths=16", "--batch_sizes=1,4", "--recompute=on", f"--hparams={hparams}",
        f"--output={output}"], cwd=repo_root, capture_output=True, text=True, check=True)
   printed = json.loads(result.stdout.strip().splitlines()[-1])
   written = json.loads(output.read_text())
   assert written["result"] == printed
-  assert written["command"].startswith("python -m electra_tf.bench.memory --model_sizes=small")
+  assert written["command"].startswith("python -m electra_tf.bench_memory --model_sizes=small")
   assert written["machine"]["cores"] >= 1 and written["date"] >= written["started"]
   assert [(m["batch_size"], m["recompute_layers"]) for m in printed["measurements"]] == [
       (1, True), (4, True)]
@@ -57,10 +57,10 @@ def test_memory_command_that_measured_nothing_fails_with_one_line(tmp_path, monk
   run = run_command("electra_tf.commands.bench_memory",
                     ["--model_sizes=small", "--seq_lengths=16", "--batch_sizes=1,4",
                      "--recompute=off", "--memory_budget_gb=1", "--max_batch=2",
-                     f"--output={output}"], "electra_tf.bench.memory")
+                     f"--output={output}"], "electra_tf.bench_memory")
   assert run.returncode == 2
   assert run.stderr.splitlines()[-1] == (
-      "electra_tf.bench.memory: error: every measurement failed, nothing was measured "
+      "electra_tf.bench_memory: error: every measurement failed, nothing was measured "
       "(the first: exit status 1)")
   # Each failed measurement is reported as it happens; no result is printed or written.
   assert [json.loads(line)["error"] for line in run.stderr.splitlines()[:-1]] == [

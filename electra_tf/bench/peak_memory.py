@@ -1,6 +1,6 @@
 """Peak memory of the pre-training step, measured in this process, and the
 largest micro-batch a memory budget fits, projected from measurements (the
-command, `python -m electra_tf.bench.memory`: electra_tf/commands/bench_memory.py)."""
+command, `python -m electra_tf.bench_memory`: electra_tf/commands/bench_memory.py)."""
 
 from __future__ import annotations
 

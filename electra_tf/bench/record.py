@@ -1,7 +1,7 @@
 """A measurement's record: where, when and from which code a figure came.
 
 The benchmark commands' `--json_output=FILE` (`--output` of
-`electra_tf.bench.memory`) writes
+`electra_tf.bench_memory`) writes
 
   {"command": the command line, "date": UTC ISO time of the end,
    "started": UTC ISO time of the start, "machine": {"cpu", "cores",

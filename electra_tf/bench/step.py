@@ -2,7 +2,7 @@
 Garden's ElectraPretrainer) on one synthetic masked batch.
 
 The command is `python -m electra_tf.benchmark` (its docstring lists the
-JSON fields); `electra_tf.bench.memory` reuses the batch and our runner.
+JSON fields); `electra_tf.bench_memory` reuses the batch and our runner.
 """
 
 from __future__ import annotations

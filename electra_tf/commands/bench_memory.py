@@ -1,6 +1,6 @@
 r"""Peak memory of the pre-training step, and the largest micro-batch that fits.
 
-    python -m electra_tf.bench.memory [--model_sizes=small,base,large] \
+    python -m electra_tf.bench_memory [--model_sizes=small,base,large] \
         [--seq_lengths=128,512] [--batch_sizes=1,8,32] [--recompute=both] \
         [--mixed_precision=bfloat16|float16] [--memory_budget_gb=G] \
         [--max_batch=1024] [--project_gb=16,40,80] [--output=FILE.json]
@@ -80,7 +80,7 @@ def measure_in_subprocess(model_size: str, seq_length: int, batch_size: int,
                           recompute: bool) -> Dict[str, Any]:
   """`peak_memory.measure` in a fresh process (this command with --measure);
   {"error": ...} when that process fails."""
-  command = [sys.executable, "-m", "electra_tf.bench.memory",
+  command = [sys.executable, "-m", "electra_tf.bench_memory",
              f"--measure={model_size},{seq_length},{batch_size},{int(recompute)}"]
   if FLAGS.mixed_precision:
     command.append(f"--mixed_precision={FLAGS.mixed_precision}")
@@ -191,9 +191,9 @@ def main() -> int:
 
 
 def run() -> None:
-  """The command (console script and python -m electra_tf.bench.memory)."""
+  """The command (console script and python -m electra_tf.bench_memory)."""
   define_flags()
-  cli.run(main, "electra_tf.bench.memory")
+  cli.run(main, "electra_tf.bench_memory")
 
 
 if __name__ == "__main__":
