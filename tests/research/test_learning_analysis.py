@@ -497,3 +497,30 @@ def test_embedded_default_figures_are_the_committed_run():
   assert row in _read(LEARNING_MD)
   readme = " ".join(_read(README).split())
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
+
+
+def test_residue_paragraph_quotes_its_files():
+  """learning.md's residue figures: dropout_off.json's 101-200 means, gap and
+  exact p; data_order.json's overlaps."""
+  text = " ".join(_read(LEARNING_MD).split())
+  runs = json.loads(_read(STUDY_DIR / "residue" / "dropout_off.json"))["nodrop"]
+  window = {side: [float(np.mean(v[100:200])) for v in runs[side].values()]
+            for side in ("ours", "official")}
+  gap = np.mean(window["ours"]) - np.mean(window["official"])
+  assert f"stays +{gap:.3f}" in text and min(window["ours"]) > max(window["official"])
+  assert f"exact p {la.permutation_p(window['ours'], window['official']):.2f}" in text
+  order = json.loads(_read(STUDY_DIR / "residue" / "data_order.json"))
+  cross = [v for k, v in order["official_in_our_windows"].items()
+           if k.startswith(("official1-", "official3-"))]
+  assert (round(100 * min(min(v[:3]) for v in cross)), round(100 * max(max(v[:3]) for v in cross))
+          ) == (90, 98) and "read 90-98% of our seeds' records" in text
+  near = {k: v for k, v in order["within_5_steps"].items() if k != "what"}
+  ours = [x for k, v in near.items() if k.startswith("ours") for x in v]
+  official = sorted(x for k, v in near.items() if k.startswith("official") for x in v)
+  assert (round(100 * min(ours)), round(100 * max(ours))) == (82, 87) and "82-87%" in text
+  assert (round(100 * official[0]), round(100 * official[-2]), round(100 * official[-1])
+          ) == (0, 53, 77) and "pairs 0-53%, once 77%" in text
+  seeds_2_to_5 = json.loads(_read(STUDY_DIR / "official_trajectory.json")
+                            )["windows"]["mlm_loss"]["101-200"]["ours"][1:]
+  quoted = f"{min(seeds_2_to_5):.3f}-{max(seeds_2_to_5):.3f}"
+  assert quoted == "8.587-8.658" and quoted in text
