@@ -183,22 +183,24 @@ def pytest_terminal_summary(terminalreporter):
 # last full run (docs/results/suite_*.txt) start first, the rest follow in
 # file order.
 LONGEST_FIRST = [
-    "tests/test_reliability.py", "tests/test_docs_commands.py[README.md]",
+    "tests/test_reliability.py", "tests/test_docs_commands.py::README.md",
     "tests/test_strategies.py", "tests/research/test_official_trajectory.py",
     "tests/research/test_learning_study.py", "tests/research/test_full_label_study.py",
-    "tests/test_docs_commands.py[docs/pretraining.md]",
+    "tests/test_docs_commands.py::docs/pretraining.md",
     "tests/test_multi_worker.py", "tests/test_hf.py", "tests/test_training.py",
     "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
 ]
 
 
 def scheduling_unit(item: pytest.Item) -> str:
-  """The file, or for a documented-commands test the first page of its
-  clone (the pages that go on in the README's clone run after it)."""
+  """The file, or for a documented-commands test the file and the first page
+  of its clone (the pages that go on in the README's clone run after it, on
+  its worker).  No "]" in it: pytest-xdist reads a node id's group only when
+  its last "@" comes after its last "]"."""
   path = item.nodeid.split("::")[0]
   page = getattr(item, "callspec", None) and item.callspec.params.get("page")
   if path.endswith("test_docs_commands.py") and page:
-    return f"{path}[{item.module.first_page(page)}]"
+    return f"{path}::{item.module.first_page(page)}"
   return path
 
 

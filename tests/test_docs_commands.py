@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import resource
+import types
 import unittest
 from typing import Callable, Dict, List, Tuple
 
@@ -620,6 +621,24 @@ def test_every_block_is_run_compared_or_marked():
         f"substitution {old!r} changes no block")
     assert reason
 
+
+
+def test_the_readme_and_the_pages_that_follow_it_share_one_worker():
+  """pytest-xdist's own reading of the groups conftest.py gives: the README's
+  clone's pages are one unit (in page order), every other page one of its own."""
+  from xdist.scheduler.loadgroup import LoadGroupScheduling  # pylint: disable=g-import-not-at-top
+  from tests import conftest  # pylint: disable=g-import-not-at-top
+  units: Dict[str, List[str]] = {}
+  for page in PAGES:
+    nodeid = f"tests/test_docs_commands.py::test_documented_commands[{page}]"
+    item = types.SimpleNamespace(nodeid=nodeid, module=sys.modules[__name__],
+                                 callspec=types.SimpleNamespace(params={"page": page}))
+    # As an xdist worker names a grouped test: "<node id>@<group>".
+    scope = LoadGroupScheduling._split_scope(None, f"{nodeid}@{conftest.scheduling_unit(item)}")  # pylint: disable=protected-access
+    units.setdefault(scope, []).append(page)
+  assert units.pop("tests/test_docs_commands.py::README.md") == ["README.md"] + FOLLOW_README
+  assert sorted(units.values()) == sorted([page] for page in PAGES
+                                          if page not in ["README.md"] + FOLLOW_README)
 
 
 def test_commands_and_transcripts_are_read_as_a_shell_reads_them():
