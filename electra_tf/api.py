@@ -20,7 +20,7 @@ A `source` is what the commands read:
     discriminator, or an ElectraModel encoder), a folder holding
     discriminator/ and generator/ (as `convert --to_hf` writes them), or a
     (discriminator, generator) pair of folders.
-Loading is `restore_from_checkpoint` and `conversion.read_hf`, as strict as
+Loading is `restore_from_checkpoint` and `checkpoint_conversion.read_hf`, as strict as
 the commands: a source that is no checkpoint, does not fit the architecture
 or lacks the part asked for is one UserError line naming it.  The models are
 tf_keras (Keras 2) models: build on them with `import tf_keras as keras`.
@@ -36,12 +36,12 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import tensorflow as tf
 import tf_keras as keras
 
+from electra_tf import checkpoint_conversion
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
-from electra_tf import conversion
 from electra_tf import hf
 from electra_tf import optimization
-from electra_tf import serving_text
+from electra_tf import text_graph
 from electra_tf import tokenization
 from electra_tf.config import ModelConfig
 from electra_tf.errors import CheckpointError, ConfigError
@@ -49,7 +49,7 @@ from electra_tf.modeling.encoder import TransformerEncoder, build_discriminator_
 from electra_tf.modeling.pretrainer import ElectraPretrainer, MaskedLMHead
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.serving import INPUT_NAMES
+from electra_tf.saved_model import INPUT_NAMES
 
 Source = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 Hparams = Union[None, str, Mapping[str, Any]]
@@ -62,7 +62,7 @@ class _Source(NamedTuple):
   name: str  # the source, for messages
   config: PretrainingConfig
   prefix: Optional[str]  # a checkpoint's prefix; None for transformers folders
-  imported: Optional[conversion.HfImport]  # transformers folders, read
+  imported: Optional[checkpoint_conversion.HfImport]  # transformers folders, read
   vocab: Optional[Union[str, List[str]]]  # a vocab file or the pieces; None: unknown
 
 
@@ -88,7 +88,7 @@ def _resolve(source: Source, hparams: Hparams, vocab_file: Optional[str] = None,
   user.update(overrides)
   folders = _hf_folders(source)
   if folders is not None:
-    imported = conversion.read_hf(folders)
+    imported = checkpoint_conversion.read_hf(folders)
     recorded = {key: value for key, value in imported.hparams.items()
                 if key in config_lib.RECORDED_KEYS}
     given = {**{key: value for key, value in imported.hparams.items() if key not in recorded},
@@ -265,7 +265,7 @@ class Tokenizer(tf.Module):
   = max_seq_length: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` (B when
   given and not empty), the longer text cut first, zero-padded: the
   fine-tuning featurizer's ids.  Tokenization is BERT's (FullTokenizer's
-  exactly, as the export's text signature: serving_text.TextEncoder).
+  exactly, as the export's text signature: text_graph.TextEncoder).
 
   Args:
     vocab: a vocab file (one word piece a line) or the pieces in id order.
@@ -289,13 +289,13 @@ class Tokenizer(tf.Module):
                                       do_lower_case, vocab=pieces)
     # The vocab file of the ids table, kept while the tokenizer lives.
     self._scratch = tempfile.TemporaryDirectory(prefix="electra_tf_vocab_")
-    self._encoder = serving_text.TextEncoder(full, self._scratch.name)
+    self._encoder = text_graph.TextEncoder(full, self._scratch.name)
 
   def __call__(self, text_a, text_b=None) -> Dict[str, tf.Tensor]:
     text_a = tf.convert_to_tensor(text_a, tf.string)
     text_b = None if text_b is None else tf.convert_to_tensor(text_b, tf.string)
     if text_b is not None:
-      text_b = serving_text.check_same_batch(text_b, "text_b", text_a, "text_a")
+      text_b = text_graph.check_same_batch(text_b, "text_b", text_a, "text_a")
     single = text_a.shape.rank == 0
     if single:
       text_a = text_a[tf.newaxis]

@@ -10,7 +10,7 @@ off/on) runs in a fresh process, so that one configuration's peak never hides
 another's: it builds the pre-training job (generator, discriminator,
 optimizer; `--hparams` applies), runs ONE full train step (forward,
 backward, update; the first step, so tracing is included) on a synthetic
-batch (`electra_tf.bench.step.synthetic_batch`) and reports
+batch (`electra_tf.measure.step.synthetic_batch`) and reports
 
   peak_gb   the process's peak resident set size (CPU), or the GPU
             allocator's peak (GPU);
@@ -47,10 +47,10 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
-from electra_tf.bench import peak_memory
-from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES
 from electra_tf.errors import ConfigError, TrainingError
+from electra_tf.measure import peak_memory
+from electra_tf.measure import record
 
 FLAGS = flags.FLAGS
 
@@ -70,7 +70,7 @@ def define_flags() -> None:
                     "Memory budgets (GB) of the micro-batch / accumulation projection.")
   flags.DEFINE_string("output", None,
                       "Also write the JSON object to this file, in a record with the command "
-                      "line, date, machine and git commit (electra_tf/bench/record.py).")
+                      "line, date, machine and git commit (electra_tf/measure/record.py).")
   flags.DEFINE_string("measure", None,
                       "Internal: SIZE,SEQ,BATCH,RECOMPUTE (0/1) measured in this "
                       "process; prints one JSON line.")

@@ -56,10 +56,10 @@ import sys
 
 from absl import flags
 
+from electra_tf import checkpoint_conversion
 from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
-from electra_tf import conversion
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
@@ -101,16 +101,16 @@ def main() -> int:
                         f"{FLAGS.checkpoint}")
     checkpoints.check_vocab(vocab_file, FLAGS.checkpoint, "--vocab_file")
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    for folder in conversion.project_to_hf(FLAGS.checkpoint, config, vocab_file,
-                                        config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only,
-                                        command):
+    for folder in checkpoint_conversion.project_to_hf(
+        FLAGS.checkpoint, config, vocab_file, config.do_lower_case, FLAGS.to_hf,
+        FLAGS.encoder_only, command):
       print(f"wrote {folder}")
     return 0
   if FLAGS.from_hf:
     if not FLAGS.output_dir:
       raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-    written = conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir, FLAGS.vocab_file,
-                                       FLAGS.do_lower_case)
+    written = checkpoint_conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir,
+                                                  FLAGS.vocab_file, FLAGS.do_lower_case)
     print(f"wrote {written}")
     return 0
   if not FLAGS.output_dir:
@@ -125,13 +125,13 @@ def main() -> int:
     config = PretrainingConfig.from_flags(
         FLAGS.hparams, {"model_dir": config_lib.record_directory(FLAGS.checkpoint)},
         checkpoint=FLAGS.checkpoint)
-    written = conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
+    written = checkpoint_conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:
     config = PretrainingConfig.from_flags(
         FLAGS.hparams, {"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
         checkpoint=FLAGS.official_checkpoint)
-    written = conversion.official_to_project(FLAGS.official_checkpoint, config,
-                                             FLAGS.output_dir, FLAGS.vocab_file)
+    written = checkpoint_conversion.official_to_project(FLAGS.official_checkpoint, config,
+                                                        FLAGS.output_dir, FLAGS.vocab_file)
   print(f"wrote {written}")
   return 0
 

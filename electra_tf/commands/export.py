@@ -22,7 +22,7 @@ max_position_embeddings) and returns float32:
   discriminator_probs   [batch, seq]          sigmoid of the logits
 (the last two only when the model has a discriminator head, i.e. an
 ElectraPretrainer with electra_objective).  Its `text` signature
-(electra_tf.serving_text) takes tf.string `text` [batch], tokenizes each text
+(electra_tf.text_graph) takes tf.string `text` [batch], tokenizes each text
 in the graph, packs it as `[CLS] text [SEP]` cut to max_seq_length (the
 hparam) and padded to the longest row, and returns the same outputs with seq
 = that length, plus
@@ -47,7 +47,7 @@ from electra_tf import tokenization
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.serving import export_saved_model
+from electra_tf.saved_model import export_saved_model
 
 FLAGS = flags.FLAGS
 

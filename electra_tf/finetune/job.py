@@ -53,9 +53,9 @@ from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
 from electra_tf.finetune import task_builder
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.config import NO_CHECKPOINT, FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
@@ -647,7 +647,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
       if exporting:
         for task in tasks:
           target = os.path.join(export_dir, task.name)
-          finetune_export.export_task_model(
+          task_saved_model.export_task_model(
               job.model, task, target, overwrite=checkpoints.holds_saved_model(target),
               text=export_text)
           _log(f"Exported the {task.name} model to {target}")

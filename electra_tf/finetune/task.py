@@ -165,10 +165,10 @@ class Task(abc.ABC):
     raise TypeError(f"task {self.name}: its examples are not sentences")
 
   def serving_functions(self, model, text_encoder):
-    """(serve, serve_text) of this task's SavedModel (finetune/export.py):
+    """(serve, serve_text) of this task's SavedModel (finetune/task_saved_model.py):
     `serve` takes the ids, `serve_text` raw strings (None when text_encoder
     is None).  model: the FinetuningModel; text_encoder: a
-    serving_text.TextEncoder or None."""
+    text_graph.TextEncoder or None."""
     raise TypeError(f"task {self.name}: {type(self).__name__} has no export")
 
   # ------------------------------------------------------------- helpers

@@ -1,6 +1,6 @@
 """Reading a text corpus: its files, and their lines as UTF-8 text.
 
-Shared by the vocab learner (`pretrain.vocab`) and the TFRecord builder
+Shared by the vocab learner (`pretrain.vocab_builder`) and the TFRecord builder
 (`pretrain.tfrecords`), so that both read a corpus exactly alike: every
 non-hidden file under a directory (recursively, in sorted order) or the
 files listed, `*.gz` decompressed, lines read by the rule of TensorFlow's

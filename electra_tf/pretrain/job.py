@@ -52,7 +52,7 @@ from electra_tf import distribution
 from electra_tf import fileio
 from electra_tf import hf
 from electra_tf import optimization
-from electra_tf import serving
+from electra_tf import saved_model
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
@@ -630,11 +630,11 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       raise lost from None
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")
-      serving.export_saved_model(
+      saved_model.export_saved_model(
           job.model, export_dir, overwrite=replace_export,
           tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case,
-                                                vocab=vocab)
-                     if export_text else None),
+                                                    vocab=vocab)
+                         if export_text else None),
           max_seq_length=config.max_seq_length)
       _log(f"Exported the SavedModel to {export_dir}")
     if export_hf and chief:

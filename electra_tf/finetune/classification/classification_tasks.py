@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from electra_tf import serving_text
+from electra_tf import text_graph
 from electra_tf.errors import DataError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
@@ -141,10 +141,10 @@ class SingleOutputTask(Task):
   def encode_texts(self, text_a: str, text_b: Optional[str]
                    ) -> Dict[str, List[int]]:
     """input_ids / input_mask / segment_ids of [CLS] A [SEP] (B [SEP]), cut
-    by serving_text.packed_lengths (the text signature's rule too)."""
+    by text_graph.packed_lengths (the text signature's rule too)."""
     tokens_a = self.tokenizer.tokenize(text_a)
     tokens_b = self.tokenizer.tokenize(text_b) if text_b else []
-    keep_a, keep_b = serving_text.packed_lengths(
+    keep_a, keep_b = text_graph.packed_lengths(
         len(tokens_a), len(tokens_b), self.config.max_seq_length, np)
     tokens = ["[CLS]"] + tokens_a[:keep_a] + ["[SEP]"]
     segment_ids = [0] * len(tokens)

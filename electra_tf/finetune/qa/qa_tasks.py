@@ -26,8 +26,8 @@ import tensorflow as tf
 from absl import logging
 
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import export
 from electra_tf.finetune import readers
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.qa import qa_metrics
 from electra_tf.finetune.qa import qa_serving
@@ -193,7 +193,7 @@ class QATask(Task):
   def serving_functions(self, model, text_encoder):
     return qa_serving.qa_functions(
         model.encoder.config, self, text_encoder,
-        lambda features: export.task_outputs(model, self, features))
+        lambda features: task_saved_model.task_outputs(model, self, features))
 
   def window_layout(self, n_pieces, n_query, xp):
     """How a question of n_query pieces and a document of n_pieces are

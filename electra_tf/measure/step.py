@@ -14,8 +14,8 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from electra_tf import config as config_lib
-from electra_tf.bench.device import device_and_peak_memory_mb
 from electra_tf.errors import TrainingError
+from electra_tf.measure.device import device_and_peak_memory_mb
 from electra_tf.pretrain.config import PretrainingConfig
 
 

@@ -37,7 +37,7 @@ def utc_now() -> str:
 def machine(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Dict[str, Any]:
   """The CPU model, its cores (this process's), speed-relevant flags, GPUs
   (nvidia-smi's names, when there is one), memory and load."""
-  from electra_tf.bench.device import available_cores  # pylint: disable=g-import-not-at-top
+  from electra_tf.measure.device import available_cores  # pylint: disable=g-import-not-at-top
   cpu, flags_present, memory_gb = None, [], None
   try:
     with open(cpuinfo, encoding="utf-8") as f:

@@ -16,8 +16,8 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
-from electra_tf import serving
-from electra_tf import serving_text
+from electra_tf import saved_model
+from electra_tf import text_graph
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Task
 
@@ -42,16 +42,16 @@ def task_outputs(model: FinetuningModel, task: Task,
 
 
 def model_inputs(inputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  return {name: inputs[name] for name in serving.INPUT_NAMES}
+  return {name: inputs[name] for name in saved_model.INPUT_NAMES}
 
 
 def serving_module(model: FinetuningModel, task: Task,
-                   text_encoder: Optional[serving_text.TextEncoder] = None
+                   text_encoder: Optional[text_graph.TextEncoder] = None
                    ) -> tf.Module:
   """The tf.Module of `task`: `serve` (ids), `serve_text` when there is a
   text_encoder, and the variables they read."""
   serve, serve_text = task.serving_functions(model, text_encoder)
-  return serving.variables_module(
+  return saved_model.variables_module(
       serve, list(model.encoder.variables) + list(model.heads[task.name].variables),
       serve_text, text_encoder)
 
@@ -60,6 +60,6 @@ def export_task_model(model: FinetuningModel, task: Task, export_dir: str,
                       overwrite: bool = False, text: bool = True) -> str:
   """Writes the SavedModel of `task` (module docstring), with the text
   signature (featurizing with the task's tokenizer) when `text`; returns its dir."""
-  with serving_text.text_encoder(task.tokenizer if text else None) as text_encoder:
-    return serving.save_serving_module(
+  with text_graph.text_encoder(task.tokenizer if text else None) as text_encoder:
+    return saved_model.save_serving_module(
         serving_module(model, task, text_encoder), export_dir, overwrite)
