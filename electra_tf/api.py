@@ -6,25 +6,12 @@
   pretrainer = electra_tf.load_pretrainer(source)  # the whole ElectraPretrainer
   optimizer = electra_tf.create_optimizer(num_train_steps, encoder)  # official AdamW
 
-A `source` is what the commands read:
-  * a project checkpoint: a pre-training model_dir, a `convert --from_hf`
-    output, a fine-tuning trial_<n>/ (an encoder only) or a checkpoint
-    prefix; the record beside it (config.recorded_hparams) gives the
-    architecture and casing, its vocab.txt the vocab;
-  * an official TF1 checkpoint (Google's release): its prefix, or its
-    directory when a `checkpoint` state file names it; `hparams` describe it
-    as the commands' --hparams do (model_size, and what differs from that
-    size's defaults), and `vocab_file` is its vocab when no vocab.txt lies
-    beside it;
-  * transformers folders, from the Hub or `save_pretrained`: one folder (the
-    discriminator, or an ElectraModel encoder), a folder holding
-    discriminator/ and generator/ (as `convert --to_hf` writes them), or a
-    (discriminator, generator) pair of folders.
-Loading is `restore_from_checkpoint` and `checkpoint_conversion.read_hf`, as strict as
-the commands: a source that is no checkpoint, does not fit the architecture
-or lacks the part asked for is one UserError line naming it.  The models are
-tf_keras (Keras 2) models: build on them with `import tf_keras as keras`.
-docs/python_api.md shows all of it.
+A `source` is what the commands read: a project checkpoint (model_dir,
+`convert --from_hf` output, fine-tuning trial_<n>/, prefix), an official TF1
+checkpoint (with `hparams`, and `vocab_file` when no vocab.txt lies beside
+it) or transformers folders.  A source that is no checkpoint, does not fit
+the architecture or lacks the part asked for is one UserError line naming
+it.  docs/python_api.md.
 """
 
 from __future__ import annotations
@@ -110,17 +97,13 @@ def _model_inputs() -> Dict[str, tf.Tensor]:
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraEncoder(keras.Model):
-  """The discriminator encoder (official `BertModel` of scope `electra`) as a
-  Keras model of the model's input dict.
+  """The discriminator encoder (official `BertModel`, scope `electra`) as a
+  Keras model of the input dict.
 
-  `encoder(inputs, training=...)`: inputs {"input_ids", "input_mask",
-  "segment_ids"} int32 [B, S] (S up to max_position_embeddings; a
-  `Tokenizer`'s output) -> {"sequence_output": float32 [B, S, H] (the last
-  layer), "pooled_output": [B, H] (its [CLS] vector, no pooler, as
-  official)}.  `encoder.input` is that dict of Keras inputs, to build a
-  functional model on; `encoder.config` the ModelConfig.  Its variables keep
-  their official names.
-  """
+  `encoder(inputs, training=...)`: {"input_ids", "input_mask",
+  "segment_ids"} int32 [B, S] -> {"sequence_output": float32 [B, S, H],
+  "pooled_output": [B, H] (the [CLS] vector, no pooler, as official)}.
+  `encoder.input`: that dict of Keras inputs; `encoder.config`: ModelConfig."""
 
   def __init__(self, encoder: TransformerEncoder, name: str = "electra_encoder",
                **kwargs: Any):
@@ -146,13 +129,9 @@ class ElectraEncoder(keras.Model):
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraGenerator(keras.Model):
-  """The generator (its encoder and the `generator_predictions` masked-LM
-  head, tied to the word embeddings) as a Keras model of the input dict.
-
-  `generator(inputs)` -> {"sequence_output": float32 [B, S, Hg], "logits":
-  float32 [B, S, V]}, the masked-LM logits at every position (transformers'
-  ElectraForMaskedLM's).
-  """
+  """The generator (encoder and tied `generator_predictions` head) as a Keras
+  model: `generator(inputs)` -> {"sequence_output": float32 [B, S, Hg],
+  "logits": float32 [B, S, V]}."""
 
   def __init__(self, encoder: TransformerEncoder, head: MaskedLMHead,
                name: str = "electra_generator", **kwargs: Any):
@@ -186,12 +165,8 @@ class ElectraGenerator(keras.Model):
 
 
 def load_encoder(source: Source, hparams: Hparams = None) -> ElectraEncoder:
-  """The discriminator encoder of `source` (module doc), with its weights.
-
-  hparams: a dict, JSON object or .json file of official hparams, as the
-  commands' --hparams (an official TF1 checkpoint needs them unless it is
-  the default ELECTRA-Small).
-  """
+  """The discriminator encoder of `source`, with its weights; `hparams`: a
+  dict, JSON object or .json file of official hparams, as --hparams."""
   resolved = _resolve(source, hparams)
   if resolved.imported is not None:
     return ElectraEncoder(resolved.imported.model.discriminator)
@@ -229,11 +204,9 @@ def _pretrainer(resolved: _Source) -> ElectraPretrainer:
 
 def load_pretrainer(source: Source, hparams: Hparams = None,
                     vocab_file: Optional[str] = None) -> ElectraPretrainer:
-  """The whole pre-trainer of `source` (generator, discriminator, heads and
-  the objective's losses: `pretrainer(masked_batch, training=...)`, see
-  modeling/pretrainer.py), with its weights.  vocab_file: the vocab, when
-  no vocab.txt lies beside the checkpoint and the objective needs its
-  special ids (Electric's two-tower generator)."""
+  """The whole pre-trainer of `source` (`pretrainer(masked_batch,
+  training=...)`), with its weights; vocab_file: when no vocab.txt lies
+  beside the checkpoint and the objective needs its special ids."""
   return _pretrainer(_resolve(source, hparams, vocab_file))
 
 
@@ -259,19 +232,15 @@ def _vocab(resolved: _Source) -> Optional[Dict[str, int]]:
 class Tokenizer(tf.Module):
   """A model's WordPiece tokenizer and packer: texts -> the model's input dict.
 
-  `tokenizer(text_a, text_b=None)`: a str or list of str, or a tf.string
-  tensor [] or [B], eagerly or traced (`tf.data.Dataset.map`, tf.function)
-  -> {"input_ids", "input_mask", "segment_ids"}, int32 [S] or [B, S] with S
-  = max_seq_length: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` (B when
-  given and not empty), the longer text cut first, zero-padded: the
-  fine-tuning featurizer's ids.  Tokenization is BERT's (FullTokenizer's
-  exactly, as the export's text signature: text_graph.TextEncoder).
+  `tokenizer(text_a, text_b=None)`: str, list of str or tf.string [] / [B],
+  eager or traced -> {"input_ids", "input_mask", "segment_ids"} int32 [S] or
+  [B, S], S = max_seq_length: the fine-tuning featurizer's ids
+  (`[CLS] A [SEP] (B [SEP])`, the longer text cut first, zero-padded).
 
   Args:
     vocab: a vocab file (one word piece a line) or the pieces in id order.
     do_lower_case: lower-case (and strip accents), as the model was trained.
-    max_seq_length: the length S of every row.
-  """
+    max_seq_length: the length S of every row."""
 
   def __init__(self, vocab: Union[str, Sequence[str]], do_lower_case: bool = True,
                max_seq_length: int = 128):
@@ -308,11 +277,9 @@ class Tokenizer(tf.Module):
 
 def load_tokenizer(source: Source, hparams: Hparams = None, vocab_file: Optional[str] = None,
                    max_seq_length: Optional[int] = None) -> Tokenizer:
-  """The tokenizer of `source`'s model: its vocab and casing from the
-  source's record (transformers folders: their tokenizer files), rows of
-  max_seq_length (default: the hparam's, 128 unless the source has fewer
-  positions).  vocab_file: the vocab, when no vocab.txt lies beside a
-  checkpoint (Google's release has one)."""
+  """The tokenizer of `source`'s model (vocab and casing from its record),
+  rows of max_seq_length (default: the hparam's); vocab_file: when no
+  vocab.txt lies beside a checkpoint."""
   overrides = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
   resolved = _resolve(source, hparams, vocab_file, **overrides)
   vocab = _vocab(resolved)
@@ -333,19 +300,12 @@ def create_optimizer(num_train_steps: int, encoder: Optional[ElectraEncoder] = N
                      weight_decay_rate: float = 0.01,
                      layerwise_lr_decay: Optional[float] = 0.8,
                      lr_decay_power: float = 1.0) -> keras.optimizers.Optimizer:
-  """The official fine-tuning optimizer, for `model.compile` or a custom loop.
-
-  The official AdamWeightDecay (optimization.py): Adam without bias
-  correction, decoupled weight decay (none on LayerNorm and bias
-  variables), the gradient clipped to global norm 1.0; the rate warms up
-  linearly over num_train_steps * warmup_proportion steps while it decays
-  polynomially to 0 at num_train_steps (official schedule, official
-  fine-tuning defaults).  Layer-wise decay (`encoder` given): the embeddings
-  learn at learning_rate * decay^(L + 2), layer i (0-based) at
-  decay^(L + 1 - i) (the top layer decay^2, as official), every other
-  variable (the model's own head) at learning_rate; with layerwise_lr_decay
-  None every variable learns at learning_rate.
-  """
+  """The official fine-tuning optimizer (optimization.AdamWeightDecay and its
+  schedule: warm-up over num_train_steps * warmup_proportion, polynomial
+  decay to 0), for `model.compile` or a custom loop.  With `encoder`,
+  layer-wise rates (embeddings learning_rate * decay^(L + 2), layer i
+  decay^(L + 1 - i), other variables learning_rate); with
+  layerwise_lr_decay None every variable learns at learning_rate."""
   if layerwise_lr_decay and encoder is None:
     raise ConfigError("create_optimizer: layerwise_lr_decay needs the encoder (its number "
                       "of layers); give encoder, or layerwise_lr_decay=None")

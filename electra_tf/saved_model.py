@@ -1,13 +1,9 @@
 """The SavedModel of an ELECTRA encoder: its signatures and the atomic save.
 
 `export_saved_model` writes the discriminator of a pre-trainer (or an
-encoder).  `serving_default`: int32 input_ids, input_mask, segment_ids
-[batch, seq] -> float32 sequence_output [batch, seq, hidden], pooled_output
-[batch, hidden] and, with a discriminator head, discriminator_logits and
-discriminator_probs [batch, seq].  With a tokenizer, also the `text`
-signature (text_graph; needs `import tensorflow_text` to load): tf.string
-`text` [batch] -> the same plus `tokens` and `input_mask`.  The command is
-electra_tf/commands/export.py; finetune/task_saved_model.py reuses these pieces.
+encoder): `serving_default` (int32 input_ids, input_mask, segment_ids
+[batch, seq]) and, with a tokenizer, `text` (tf.string `text` [batch]);
+outputs: docs/serving.md.  finetune/task_saved_model.py reuses these pieces.
 """
 
 from __future__ import annotations
@@ -35,14 +31,10 @@ def input_signature() -> List[tf.TensorSpec]:
 def check_serving_inputs(input_ids: tf.Tensor, input_mask: tf.Tensor,
                          segment_ids: tf.Tensor, config: ModelConfig
                          ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """The three serving inputs, gated by checks that fail the call with an
-  InvalidArgumentError naming the input and what is wrong.
-
-  The shapes must agree and seq fit the position table; ids must lie in
-  [0, vocab_size) and segment ids in [0, type_vocab_size).  On a GPU an
-  out-of-range embedding lookup silently returns zeros, hence the checks;
-  they run before the model (also before the CPU lookup's own error).
-  """
+  """The three serving inputs, gated by checks (the model would read an
+  out-of-range id on a GPU as zeros): shapes agree, seq fits the position
+  table, ids in [0, vocab_size), segment ids in [0, type_vocab_size); else
+  the call fails with an InvalidArgumentError naming the input."""
   checks = [
       tf.debugging.assert_equal(
           tf.shape(input_mask), tf.shape(input_ids),
@@ -154,14 +146,11 @@ def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
                        export_dir: str, overwrite: bool = False,
                        tokenizer: Optional[tokenization.FullTokenizer] = None,
                        max_seq_length: Optional[int] = None) -> str:
-  """Writes the SavedModel described in the module docstring; returns its dir.
-
-  `model` is an ElectraPretrainer (its discriminator and head are exported) or
-  a discriminator TransformerEncoder.  With the model's `tokenizer` the export
-  has the `text` signature too (texts cut to max_seq_length pieces, default
-  max_position_embeddings).  An existing non-empty `export_dir` is an error
-  unless `overwrite`; it is replaced only by a complete export.
-  """
+  """Writes the SavedModel of `model` (an ElectraPretrainer: its discriminator
+  and head; or a TransformerEncoder) to `export_dir`, with the `text`
+  signature when given its `tokenizer` (texts cut to max_seq_length pieces,
+  default max_position_embeddings); returns the dir.  A non-empty export_dir
+  is an error unless `overwrite`; it is replaced only by a complete export."""
   with text_graph.text_encoder(tokenizer) as text_encoder:
     module = serving_module(model, text_encoder, max_seq_length)
     return save_serving_module(module, export_dir, overwrite)

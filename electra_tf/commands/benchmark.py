@@ -1,29 +1,16 @@
-r"""Speed of the pre-training step, of the input pipeline, or of an export's
-signatures; the last line printed is one JSON object (its fields:
-docs/performance.md, "The benchmark's JSON").  The code is in
-electra_tf/measure/ (step.py, input_pipeline.py, signature_speed.py).
+r"""Speed of the pre-training step, of the input pipeline, or of an export's signatures.
 
     python -m electra_tf.benchmark --model_size=small --batch_size=32 \
         --seq_length=128 --steps=10 [--mixed_precision=bfloat16|float16] \
         [--jit_compile] [--hparams=JSON] [--baseline=model_garden] \
         [--baseline_precision=float32|bfloat16] [--pairs=3] [--profile_dir=D] --json
-
-times the full train step (generator, sampling, discriminator, losses,
-gradients, update; masking excluded) on one synthetic batch after
-`--warmup_steps` untimed steps, `--pairs` times (median), alternating with
-Model Garden's ElectraPretrainer of the same sizes when `--baseline` is given.
-
     python -m electra_tf.benchmark --input_only --pretrain_tfrecords=GLOB \
         [--seq_length=128] [--batch_size=32] [--steps=200] [--vocab_file=V] --json
-
-times the pre-training input pipeline alone (read, checksum, decode, mask,
-batch, prefetch).
-
     python -m electra_tf.benchmark --export_dir=DIR [--batch_size=32] \
         [--seq_length=128] [--steps=10] [--latency_calls=100] --json
 
-times the `text` and ids signatures of a pre-training or classification export
-on the same inputs, alternating.
+The last line printed is one JSON object; what each mode times and its
+fields: docs/performance.md.  The measurements: electra_tf/measure/.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ r"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner
       --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
       [--skip_invalid_utf8]
 
-The output's folders are made; the learner may find fewer entries than
---vocab_size, and the jobs take vocab_size from the vocab file's entry count,
-so nothing needs typing again.  How the vocab is learned:
-electra_tf/pretrain/vocab_builder.py.
+The learner may find fewer entries than --vocab_size; the jobs read
+vocab_size from the file.  How: electra_tf/pretrain/vocab_builder.py.
 """
 
 import os

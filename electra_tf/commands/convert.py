@@ -1,53 +1,21 @@
-r"""Converts checkpoints between Google's official TF1 layout and the project's.
+r"""Converts checkpoints between Google's official TF1 layout, the project's and transformers'.
 
   python -m electra_tf.convert --official_checkpoint=PREFIX --hparams=JSON \
       [--vocab_file=VOCAB] [--nodo_lower_case] --output_dir=DIR
-    reads a checkpoint in the official variable layout (electra/...,
-    generator/..., generator_predictions/..., discriminator_predictions/...;
-    Google's released electra_small / base / large use it) and writes the
-    project checkpoint DIR/model.ckpt: `tf.train.Checkpoint(model=<the
-    ElectraPretrainer>)`, which every entry point takes as --init_checkpoint,
-    with the architecture and casing it was given (DIR/electra_config.json)
-    and VOCAB as DIR/vocab.txt: export, fine-tuning and --to_hf read them
-    from there.
-
   python -m electra_tf.convert --to_official --checkpoint=PATH --hparams=JSON \
       --output_dir=DIR
-    writes DIR/model.ckpt in the official TF1 layout from a project checkpoint
-    (a prefix, or a directory such as a pre-training model_dir).
-
   python -m electra_tf.convert --to_hf=DIR --checkpoint=PATH --hparams=JSON \
       --vocab_file=VOCAB [--nodo_lower_case] [--encoder_only]
-    writes DIR/discriminator (transformers' ElectraForPreTraining) and
-    DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
-    checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
-    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
-    card states what the checkpoint was trained with when the pre-training
-    job's record (training_runs.json) is beside it, and only what the
-    checkpoint shows otherwise.  VOCAB (default: the vocab.txt beside the
-    checkpoint) must be the one the checkpoint was trained with: another
-    than the one beside it, or one with another entry count than its
-    embedding table's rows, is refused.
-
   python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
-    reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
-    or tokenizer.json, the casing from the tokenizer files; a tied generator
-    output layer left out of the file is the word table) and writes
-    DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
-    DIR/vocab.txt: with both folders a project checkpoint
-    of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
-    --vocab_file=DIR/vocab.txt, which reads the architecture and casing from
-    hparams.json), with one folder the discriminator encoder in the official
-    layout (run_finetuning.py --init_checkpoint=DIR).  The vocab and casing
-    are the folders' own: a --vocab_file or --do_lower_case that contradicts
-    them is refused.
 
---hparams (a JSON object or .json file, official names) describes the model,
-as for pre-training.  Both directions are strict: a variable that is
-unmapped, missing or mis-shaped stops the conversion with a one-line error.
-DIR also gets a `checkpoint` state file, so DIR itself works as a checkpoint
-path; it must not exist yet (or be empty) and is written through a temporary
-directory, so a failure leaves nothing under its name.
+--official_checkpoint writes the project checkpoint DIR/model.ckpt with the
+architecture and casing it was given (electra_config.json) and VOCAB as
+DIR/vocab.txt; --to_official the reverse; --to_hf writes transformers'
+folders (DIR/discriminator and DIR/generator, or DIR/encoder); --from_hf
+reads them back.  --hparams (official names) describes the model.  Every
+direction is strict (a variable unmapped, missing or mis-shaped is a
+one-line error) and writes DIR through a temporary directory.
+docs/huggingface.md, docs/faithfulness.md.
 """
 
 import os

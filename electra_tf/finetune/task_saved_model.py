@@ -1,13 +1,9 @@
-"""Exports a fine-tuned task model as a SavedModel (`--export_dir=DIR` -> DIR/<task>).
+"""The SavedModel of a fine-tuned task (`--export_dir=DIR` -> DIR/<task>).
 
-Two signatures: `serving_default` takes int32 input_ids, input_mask,
-segment_ids [batch, seq] (tagging also labeled_positions [batch, words]) and
-returns the head's inference outputs; `text` takes tf.string tensors and
-featurizes them in the graph as the fine-tuning featurizer does.  Each task
-builds its own signature functions (`Task.serving_functions`, in its
-family's *_serving.py); this module holds what all tasks share.  Outputs
-per task kind: docs/serving.md.  The SavedModel loads with `tf.saved_model.load` after
-`import tensorflow_text`, without this project.
+What every task's export shares; each task builds its signature functions
+(`Task.serving_functions`, in its family's *_serving.py): `serving_default`
+on int32 ids [batch, seq], `text` on tf.string tensors featurized in the
+graph as the fine-tuning featurizer does.  Outputs: docs/serving.md.
 """
 
 from __future__ import annotations

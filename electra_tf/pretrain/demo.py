@@ -2,11 +2,8 @@
 
 `python run_pretraining.py` without data flags learns a vocab, builds
 TFRecords, pre-trains a narrow ELECTRA-Small for a few CPU minutes,
-evaluates, draws curves.png and exports, all under ./electra_demo/ (official
-layout, reruns reuse the data and resume), on English every CPython ships
-(`pydoc_data.topics` and standard-library docstrings, about 2 MB; one
-document in ten held out; it varies a little with the Python version).
-docs/pretraining.md.
+evaluates and exports under ./electra_demo/, on the English text CPython
+ships.  docs/pretraining.md.
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 
 `serving_default`: int32 input_ids, input_mask, segment_ids [batch, seq] and
 labeled_positions [batch, words] -> logits [batch, words, labels] float32,
-predictions [batch, words] int32 (label ids).  `text`: tf.string `text`
-[batch], featurized in the graph by the rules the task declares for its
-featurizer (`word_fits`, `empty_word_piece`, `segment_id`) -> words, tags
-(as the task's predictions write them) and logits; a task with
-`entity_outputs` (ner) also returns its entities with character offsets and
-scores.  Outputs in full: docs/serving.md.  Span tasks' tags are read as
-spans by the task's `span_rule` through the tables of spans.py, not a copy
-of the rules.
+predictions [batch, words] int32.  `text`: tf.string `text` [batch],
+featurized by the rules the task declares -> words, tags and logits (with
+`entity_outputs`, entities).  docs/serving.md.
 """
 
 from __future__ import annotations
