@@ -1,15 +1,9 @@
 """electra-tf: ELECTRA pre-training and fine-tuning in TensorFlow 2 / tf_keras.
 
-The public Python API (electra_tf/api.py, docs/python_api.md): load_encoder,
-load_generator, load_pretrainer, load_tokenizer, create_optimizer and the
-classes they return.  They load on first use, so `import electra_tf` alone
-imports no TensorFlow and leaves the process's settings (TF_USE_LEGACY_KERAS)
-as they are.
-
-Importing the package keeps TensorFlow's C++ start-up messages quiet unless
-TF_CPP_MIN_LOG_LEVEL is already set: 2 (errors only) on a machine with an
-NVIDIA device, 3 on one without, where the only error TensorFlow logs is its
-failed probe for CUDA (`failed call to cuInit`), which is none.
+The public Python API (api.py, docs/python_api.md) loads on first use, so
+`import electra_tf` alone imports no TensorFlow.  TF_CPP_MIN_LOG_LEVEL
+defaults to 2 with an NVIDIA device, 3 without (TensorFlow's only error
+there is its failed CUDA probe).
 """
 
 import glob

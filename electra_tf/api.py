@@ -6,25 +6,12 @@
   pretrainer = electra_tf.load_pretrainer(source)  # the whole ElectraPretrainer
   optimizer = electra_tf.create_optimizer(num_train_steps, encoder)  # official AdamW
 
-A `source` is what the commands read:
-  * a project checkpoint: a pre-training model_dir, a `convert --from_hf`
-    output, a fine-tuning trial_<n>/ (an encoder only) or a checkpoint
-    prefix; the record beside it (config.recorded_hparams) gives the
-    architecture and casing, its vocab.txt the vocab;
-  * an official TF1 checkpoint (Google's release): its prefix, or its
-    directory when a `checkpoint` state file names it; `hparams` describe it
-    as the commands' --hparams do (model_size, and what differs from that
-    size's defaults), and `vocab_file` is its vocab when no vocab.txt lies
-    beside it;
-  * transformers folders, from the Hub or `save_pretrained`: one folder (the
-    discriminator, or an ElectraModel encoder), a folder holding
-    discriminator/ and generator/ (as `convert --to_hf` writes them), or a
-    (discriminator, generator) pair of folders.
-Loading is `restore_from_checkpoint` and `conversion.read_hf`, as strict as
-the commands: a source that is no checkpoint, does not fit the architecture
-or lacks the part asked for is one UserError line naming it.  The models are
-tf_keras (Keras 2) models: build on them with `import tf_keras as keras`.
-docs/python_api.md shows all of it.
+A `source` is what the commands read: a project checkpoint (model_dir,
+`convert --from_hf` output, fine-tuning trial_<n>/, prefix), an official TF1
+checkpoint (with `hparams`, and `vocab_file` when no vocab.txt lies beside
+it) or transformers folders.  A source that is no checkpoint, does not fit
+the architecture or lacks the part asked for is one UserError line naming
+it.  docs/python_api.md.
 """
 
 from __future__ import annotations
@@ -36,12 +23,12 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import tensorflow as tf
 import tf_keras as keras
 
+from electra_tf import checkpoint_conversion
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
-from electra_tf import conversion
 from electra_tf import hf
 from electra_tf import optimization
-from electra_tf import serving_text
+from electra_tf import text_graph
 from electra_tf import tokenization
 from electra_tf.config import ModelConfig
 from electra_tf.errors import CheckpointError, ConfigError
@@ -49,7 +36,7 @@ from electra_tf.modeling.encoder import TransformerEncoder, build_discriminator_
 from electra_tf.modeling.pretrainer import ElectraPretrainer, MaskedLMHead
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.serving import INPUT_NAMES
+from electra_tf.saved_model import INPUT_NAMES
 
 Source = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 Hparams = Union[None, str, Mapping[str, Any]]
@@ -62,7 +49,7 @@ class _Source(NamedTuple):
   name: str  # the source, for messages
   config: PretrainingConfig
   prefix: Optional[str]  # a checkpoint's prefix; None for transformers folders
-  imported: Optional[conversion.HfImport]  # transformers folders, read
+  imported: Optional[checkpoint_conversion.HfImport]  # transformers folders, read
   vocab: Optional[Union[str, List[str]]]  # a vocab file or the pieces; None: unknown
 
 
@@ -88,7 +75,7 @@ def _resolve(source: Source, hparams: Hparams, vocab_file: Optional[str] = None,
   user.update(overrides)
   folders = _hf_folders(source)
   if folders is not None:
-    imported = conversion.read_hf(folders)
+    imported = checkpoint_conversion.read_hf(folders)
     recorded = {key: value for key, value in imported.hparams.items()
                 if key in config_lib.RECORDED_KEYS}
     given = {**{key: value for key, value in imported.hparams.items() if key not in recorded},
@@ -110,17 +97,13 @@ def _model_inputs() -> Dict[str, tf.Tensor]:
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraEncoder(keras.Model):
-  """The discriminator encoder (official `BertModel` of scope `electra`) as a
-  Keras model of the model's input dict.
+  """The discriminator encoder (official `BertModel`, scope `electra`) as a
+  Keras model of the input dict.
 
-  `encoder(inputs, training=...)`: inputs {"input_ids", "input_mask",
-  "segment_ids"} int32 [B, S] (S up to max_position_embeddings; a
-  `Tokenizer`'s output) -> {"sequence_output": float32 [B, S, H] (the last
-  layer), "pooled_output": [B, H] (its [CLS] vector, no pooler, as
-  official)}.  `encoder.input` is that dict of Keras inputs, to build a
-  functional model on; `encoder.config` the ModelConfig.  Its variables keep
-  their official names.
-  """
+  `encoder(inputs, training=...)`: {"input_ids", "input_mask",
+  "segment_ids"} int32 [B, S] -> {"sequence_output": float32 [B, S, H],
+  "pooled_output": [B, H] (the [CLS] vector, no pooler, as official)}.
+  `encoder.input`: that dict of Keras inputs; `encoder.config`: ModelConfig."""
 
   def __init__(self, encoder: TransformerEncoder, name: str = "electra_encoder",
                **kwargs: Any):
@@ -146,13 +129,9 @@ class ElectraEncoder(keras.Model):
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraGenerator(keras.Model):
-  """The generator (its encoder and the `generator_predictions` masked-LM
-  head, tied to the word embeddings) as a Keras model of the input dict.
-
-  `generator(inputs)` -> {"sequence_output": float32 [B, S, Hg], "logits":
-  float32 [B, S, V]}, the masked-LM logits at every position (transformers'
-  ElectraForMaskedLM's).
-  """
+  """The generator (encoder and tied `generator_predictions` head) as a Keras
+  model: `generator(inputs)` -> {"sequence_output": float32 [B, S, Hg],
+  "logits": float32 [B, S, V]}."""
 
   def __init__(self, encoder: TransformerEncoder, head: MaskedLMHead,
                name: str = "electra_generator", **kwargs: Any):
@@ -186,12 +165,8 @@ class ElectraGenerator(keras.Model):
 
 
 def load_encoder(source: Source, hparams: Hparams = None) -> ElectraEncoder:
-  """The discriminator encoder of `source` (module doc), with its weights.
-
-  hparams: a dict, JSON object or .json file of official hparams, as the
-  commands' --hparams (an official TF1 checkpoint needs them unless it is
-  the default ELECTRA-Small).
-  """
+  """The discriminator encoder of `source`, with its weights; `hparams`: a
+  dict, JSON object or .json file of official hparams, as --hparams."""
   resolved = _resolve(source, hparams)
   if resolved.imported is not None:
     return ElectraEncoder(resolved.imported.model.discriminator)
@@ -229,11 +204,9 @@ def _pretrainer(resolved: _Source) -> ElectraPretrainer:
 
 def load_pretrainer(source: Source, hparams: Hparams = None,
                     vocab_file: Optional[str] = None) -> ElectraPretrainer:
-  """The whole pre-trainer of `source` (generator, discriminator, heads and
-  the objective's losses: `pretrainer(masked_batch, training=...)`, see
-  modeling/pretrainer.py), with its weights.  vocab_file: the vocab, when
-  no vocab.txt lies beside the checkpoint and the objective needs its
-  special ids (Electric's two-tower generator)."""
+  """The whole pre-trainer of `source` (`pretrainer(masked_batch,
+  training=...)`), with its weights; vocab_file: when no vocab.txt lies
+  beside the checkpoint and the objective needs its special ids."""
   return _pretrainer(_resolve(source, hparams, vocab_file))
 
 
@@ -259,19 +232,15 @@ def _vocab(resolved: _Source) -> Optional[Dict[str, int]]:
 class Tokenizer(tf.Module):
   """A model's WordPiece tokenizer and packer: texts -> the model's input dict.
 
-  `tokenizer(text_a, text_b=None)`: a str or list of str, or a tf.string
-  tensor [] or [B], eagerly or traced (`tf.data.Dataset.map`, tf.function)
-  -> {"input_ids", "input_mask", "segment_ids"}, int32 [S] or [B, S] with S
-  = max_seq_length: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` (B when
-  given and not empty), the longer text cut first, zero-padded: the
-  fine-tuning featurizer's ids.  Tokenization is BERT's (FullTokenizer's
-  exactly, as the export's text signature: serving_text.TextEncoder).
+  `tokenizer(text_a, text_b=None)`: str, list of str or tf.string [] / [B],
+  eager or traced -> {"input_ids", "input_mask", "segment_ids"} int32 [S] or
+  [B, S], S = max_seq_length: the fine-tuning featurizer's ids
+  (`[CLS] A [SEP] (B [SEP])`, the longer text cut first, zero-padded).
 
   Args:
     vocab: a vocab file (one word piece a line) or the pieces in id order.
     do_lower_case: lower-case (and strip accents), as the model was trained.
-    max_seq_length: the length S of every row.
-  """
+    max_seq_length: the length S of every row."""
 
   def __init__(self, vocab: Union[str, Sequence[str]], do_lower_case: bool = True,
                max_seq_length: int = 128):
@@ -289,13 +258,13 @@ class Tokenizer(tf.Module):
                                       do_lower_case, vocab=pieces)
     # The vocab file of the ids table, kept while the tokenizer lives.
     self._scratch = tempfile.TemporaryDirectory(prefix="electra_tf_vocab_")
-    self._encoder = serving_text.TextEncoder(full, self._scratch.name)
+    self._encoder = text_graph.TextEncoder(full, self._scratch.name)
 
   def __call__(self, text_a, text_b=None) -> Dict[str, tf.Tensor]:
     text_a = tf.convert_to_tensor(text_a, tf.string)
     text_b = None if text_b is None else tf.convert_to_tensor(text_b, tf.string)
     if text_b is not None:
-      text_b = serving_text.check_same_batch(text_b, "text_b", text_a, "text_a")
+      text_b = text_graph.check_same_batch(text_b, "text_b", text_a, "text_a")
     single = text_a.shape.rank == 0
     if single:
       text_a = text_a[tf.newaxis]
@@ -308,11 +277,9 @@ class Tokenizer(tf.Module):
 
 def load_tokenizer(source: Source, hparams: Hparams = None, vocab_file: Optional[str] = None,
                    max_seq_length: Optional[int] = None) -> Tokenizer:
-  """The tokenizer of `source`'s model: its vocab and casing from the
-  source's record (transformers folders: their tokenizer files), rows of
-  max_seq_length (default: the hparam's, 128 unless the source has fewer
-  positions).  vocab_file: the vocab, when no vocab.txt lies beside a
-  checkpoint (Google's release has one)."""
+  """The tokenizer of `source`'s model (vocab and casing from its record),
+  rows of max_seq_length (default: the hparam's); vocab_file: when no
+  vocab.txt lies beside a checkpoint."""
   overrides = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
   resolved = _resolve(source, hparams, vocab_file, **overrides)
   vocab = _vocab(resolved)
@@ -333,19 +300,12 @@ def create_optimizer(num_train_steps: int, encoder: Optional[ElectraEncoder] = N
                      weight_decay_rate: float = 0.01,
                      layerwise_lr_decay: Optional[float] = 0.8,
                      lr_decay_power: float = 1.0) -> keras.optimizers.Optimizer:
-  """The official fine-tuning optimizer, for `model.compile` or a custom loop.
-
-  The official AdamWeightDecay (optimization.py): Adam without bias
-  correction, decoupled weight decay (none on LayerNorm and bias
-  variables), the gradient clipped to global norm 1.0; the rate warms up
-  linearly over num_train_steps * warmup_proportion steps while it decays
-  polynomially to 0 at num_train_steps (official schedule, official
-  fine-tuning defaults).  Layer-wise decay (`encoder` given): the embeddings
-  learn at learning_rate * decay^(L + 2), layer i (0-based) at
-  decay^(L + 1 - i) (the top layer decay^2, as official), every other
-  variable (the model's own head) at learning_rate; with layerwise_lr_decay
-  None every variable learns at learning_rate.
-  """
+  """The official fine-tuning optimizer (optimization.AdamWeightDecay and its
+  schedule: warm-up over num_train_steps * warmup_proportion, polynomial
+  decay to 0), for `model.compile` or a custom loop.  With `encoder`,
+  layer-wise rates (embeddings learning_rate * decay^(L + 2), layer i
+  decay^(L + 1 - i), other variables learning_rate); with
+  layerwise_lr_decay None every variable learns at learning_rate."""
   if layerwise_lr_decay and encoder is None:
     raise ConfigError("create_optimizer: layerwise_lr_decay needs the encoder (its number "
                       "of layers); give encoder, or layerwise_lr_decay=None")

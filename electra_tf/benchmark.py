@@ -1,4 +1,7 @@
-"""Speed of the pre-training step, of the input pipeline, or of an export's signatures (`python -m electra_tf.benchmark`; the command: electra_tf/commands/benchmark.py)."""
+"""`python -m electra_tf.benchmark`: the launcher of electra_tf/commands/benchmark.py.
+
+The library: electra_tf/measure/.
+"""
 
 from electra_tf.commands import benchmark
 

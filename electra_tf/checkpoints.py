@@ -224,12 +224,9 @@ def _first_and_count(names: Sequence[str]) -> str:
 
 def check_restorable(target: Target, path: str, allow_unused: bool = True
                      ) -> List[str]:
-  """Checks that `restore_from_checkpoint(target, path)` would succeed.
-
-  Reads only the checkpoint's index, so a job can reject an incompatible
-  --init_checkpoint before it writes anything.  Arguments, the returned
-  unused names and the errors are those of `restore_from_checkpoint`.
-  """
+  """Checks from the checkpoint's index alone that
+  `restore_from_checkpoint(target, path)` would succeed (same arguments,
+  return value and errors)."""
   return _matched_entries(target, path, allow_unused)[3]
 
 
@@ -271,23 +268,19 @@ def restore_from_checkpoint(target: Target, path: str, allow_unused: bool = True
   """Loads every variable of `target` from a project or official checkpoint.
 
   Args:
-    target: a Keras layer/model (an `ElectraPretrainer`, a discriminator
-      `TransformerEncoder`, a fine-tuning model containing one) or a list of
-      variables, named by their official names.
+    target: a Keras layer/model or a list of variables, named by their
+      official names.
     path: a checkpoint prefix or a directory with a `checkpoint` state file.
     allow_unused: whether checkpoint variables under scopes the target does
-      not have are allowed (False: they are an error too).
+      not have are allowed.
 
   Returns:
-    The sorted official names of checkpoint variables under scopes the
-    target does not have (left unused).
+    The sorted official names of checkpoint variables left unused.
 
   Raises:
-    CheckpointError: the checkpoint is missing, a target variable is absent
-      from it or has another shape there, a checkpoint variable under one of
-      the target's scopes has no counterpart in the target, or (unless
-      allow_unused) a checkpoint variable lies outside the target's scopes.
-  """
+    CheckpointError: missing checkpoint, a target variable absent or of
+      another shape, a variable under the target's scopes without a
+      counterpart, or (unless allow_unused) one outside them."""
   prefix, variables, entries, unused = _matched_entries(target, path, allow_unused)
   reader = tf.train.load_checkpoint(prefix)
   for name, variable in variables.items():
@@ -392,15 +385,10 @@ def _checkpoint_file(checkpoint_name: str) -> "re.Pattern[str]":
 def remove_interrupted_writes(directory: str,
                               checkpoint_name: str = TRAINING_CHECKPOINT_NAME
                               ) -> List[str]:
-  """Removes what killed saves and writes left under `directory` (recursive).
-
-  That is TensorFlow's checkpoint temporaries, `<checkpoint_name>-<n>.*`
-  files the `checkpoint` state file does not list (a save interrupted before
-  the state was updated, or old ones whose deletion was interrupted), and
-  this project's `.tmp-<pid>` / `.old-<pid>` temporaries of dead processes.
-  Checkpoints the state lists, and everything else, are left alone.
-  Returns the removed paths.
-  """
+  """Removes what killed saves and writes left under `directory` (recursive):
+  TensorFlow's checkpoint temporaries, checkpoint files the state file does
+  not list, and `.tmp-<pid>` / `.old-<pid>` of dead processes.  Returns the
+  removed paths."""
   removed: List[str] = []
   if not os.path.isdir(directory):
     return removed
@@ -431,14 +419,9 @@ def training_checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str,
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
-  """`manager.save(step)` of a `training_checkpoint_manager`; a failed write
-  becomes a one-line `CheckpointError`.
-
-  A full disk or an unwritable directory stops the save; its debris is
-  removed and the error names the checkpoint that stays the latest (the
-  state file is replaced atomically, so it is the previous one unless the
-  failure came after the new checkpoint was complete).
-  """
+  """`manager.save(step)`; a failed write (full disk, unwritable directory)
+  removes its debris and becomes a one-line CheckpointError naming the
+  checkpoint that stays the latest."""
   # The callback runs once the checkpoint's files are complete, before the
   # state file names them: the moment a kill test stops the job at.
   options = tf.train.CheckpointOptions(experimental_write_callbacks=[

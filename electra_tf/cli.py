@@ -1,31 +1,17 @@
 """Command-line plumbing shared by every command: one `main` contract.
 
-Every command of the project (the modules of `electra_tf/commands/`, which
-`run_*.py`, `data_prep/*.py` and `python -m electra_tf.{convert,export,
-benchmark,bench_memory}` run, and the scripts of `tools/`) defines its absl
-flags when it runs, not on import (tests import several commands in one
-process, and absl refuses a flag defined twice), a flag several commands
-take through `define_shared_flag`, and hands its `main()` to `cli.run`:
+Every command defines its absl flags when it runs, not on import (absl
+refuses a flag defined twice), a flag several commands take through
+`define_shared_flag`, and hands its `main()` to `cli.run`:
 
-  * a bad flag, a positional argument, or a user error (`is_user_error`: an
-    `errors.UserError` such as ConfigError or DataError, a path that does not
-    exist or cannot be written, a file that is not UTF-8, a full or read-only
-    disk, a TensorFlow op error over a missing, unreadable or damaged file)
-    ends the command with ONE line on stderr, `<program>: error: <what is
-    wrong>`, and exit status 2;
-  * any other exception is a bug and propagates as a traceback (exit status
-    1), a plain ValueError included;
+  * a bad flag, a positional argument or a user error (`is_user_error`) ends
+    it with ONE line on stderr, `<program>: error: <what is wrong>`, exit
+    status 2 (ELECTRA_TF_TRACEBACK=1 shows the traceback behind it);
+  * any other exception is a bug: a traceback, exit status 1;
   * otherwise the exit status is what `main()` returns (None: 0);
-  * `--help` prints the command's docstring and its own flags (those of the
-    command's module and the shared ones of this module); `--helpfull` adds
-    absl's and TensorFlow's; both exit with status 0;
-  * logging shows warnings and errors, not absl's and TensorFlow's INFO lines
-    (absl's `--verbosity=0` shows them); progress goes to stdout;
-  * flag names may be written with hyphens, as the official scripts' command
-    lines do (`--data-dir DIR --model-name NAME` is `--data_dir=DIR
-    --model_name=NAME`).
-
-Set ELECTRA_TF_TRACEBACK=1 to see the traceback behind a one-line error.
+  * `--help` prints the command's docstring and its own flags, exit status 0;
+  * flag names may be written with hyphens (`--data-dir DIR`), as the
+    official scripts' command lines do.
 """
 
 from __future__ import annotations
@@ -63,13 +49,9 @@ TF_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError", "AlreadyExistsError"
 
 
 def is_user_error(error: BaseException) -> bool:
-  """Whether `error` is the user's to fix (reported as one line) rather than a
-  bug (a traceback): a UserError, a FILE_ERRORS error, an OSError with a
-  DISK_ERRNOS errno, or, when TensorFlow is loaded, one of TF_FILE_ERRORS.
-
-  TensorFlow is not imported here so that commands that have not loaded it
-  stay light.
-  """
+  """Whether `error` is the user's to fix (one line) rather than a bug: a
+  UserError, a FILE_ERRORS error, an OSError with a DISK_ERRNOS errno, or,
+  when TensorFlow is already loaded, one of TF_FILE_ERRORS."""
   if isinstance(error, (UserError,) + FILE_ERRORS):
     return True
   if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
@@ -116,11 +98,8 @@ def underscored_flag_names(argv: Sequence[str],
 
 
 def flags_parser(program: str = os.path.basename(sys.argv[0])):
-  """An `absl.app.run(flags_parser=...)` that reports a bad flag as one line.
-
-  absl's default prints the error and then a "Pass --helpshort" hint; here the
-  last line of stderr is `<program>: error: <what is wrong>`, exit status 2.
-  """
+  """An `absl.app.run(flags_parser=...)` that reports a bad flag as
+  `<program>: error: <what is wrong>`, exit status 2."""
 
   def parse(argv: Sequence[str]) -> List[str]:
     try:
@@ -207,12 +186,9 @@ def define_shared_flag(name: str, default=None, unset: str = "") -> None:
 
 # ------------------------------------------------- the two jobs' flags
 def define_job_flags(strategies: Sequence[str], vocab_default: str) -> None:
-  """The flags run_pretraining.py and run_finetuning.py share; `vocab_default`
-  says where the job looks for the vocab without --vocab_file.
-
-  Flags named like an hparam (model_size, model_dir, vocab_file, do_train,
-  do_eval, mixed_precision, jit_compile) override it (`hparam_flags`).
-  """
+  """The flags run_pretraining.py and run_finetuning.py share (those named like
+  an hparam override it); `vocab_default` says where the job looks for the
+  vocab without --vocab_file."""
   flags.DEFINE_string("data_dir", None,
                       "Folder of the official layout: pretrain_tfrecords/ or "
                       "finetuning_data/, vocab.txt and models/.")

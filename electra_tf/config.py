@@ -1,32 +1,14 @@
 """What both jobs' configs share: the encoder's config and the hparam machinery.
 
-`ModelConfig` is the official `modeling.BertConfig`; `encoder_config` derives
-it from a model size as the official `training_utils.get_bert_config` does.
-`JobConfig` is the base of `pretrain.config.PretrainingConfig` and
-`finetune.config.FinetuningConfig`: the hyperparameters both official configs
-have under the same name (model size and overrides, vocab, TPU settings,
-locations) and the machinery of both:
-
-  * `create(hparams, data_dir=..., model_name=..., **flags)` resolves the
-    values in the official order: the defaults, the user's hparams (flags
-    that share an hparam's name win over them), the job's own defaults
-    (`_apply_job_defaults`: debug, model-size and task settings), the user's
-    values again (they win over those), then derived values and paths
-    (`_derive`) and `validate`;
-  * what a checkpoint was built with travels with it: the architecture
-    recorded beside the checkpoint the job reads (`recorded_hparams`: a
-    pre-training model_dir's `electra_config.json`, the `hparams.json` of
-    `convert --from_hf`) fills every architecture hparam the user did not
-    give, and a given value that contradicts it is a one-line error naming
-    both; `vocab_size` defaults to the vocab file's entry count;
-  * a rerun in a model_dir that holds a run takes every hparam the run
-    recorded (`_run_record`) unless the command sets it (`RerunNotes` says
-    which values changed; the job refuses a change its resume cannot honour,
-    `_check_rerun`), and the vocab beside the checkpoint is the default
-    vocab_file (another vocab is a one-line error);
-  * an unknown hparam, a value of the wrong JSON type and a value out of
-    range are a one-line `ConfigError` naming the hparam;
-  * `parse_hparams` reads `--hparams` (a JSON object or a .json file).
+`ModelConfig` is the official `modeling.BertConfig` (`encoder_config`: the
+official `get_bert_config`).  `JobConfig`, the base of PretrainingConfig and
+FinetuningConfig, holds the hparams both official configs share and
+`create`, which resolves values in the official order: defaults, the user's
+hparams (and flags of the same name), the job's defaults, the user's values
+again, derived values, `validate`.  The architecture recorded beside a
+checkpoint (`recorded_hparams`) and a rerun's recorded hparams fill what the
+user did not give; a contradiction, an unknown hparam, a wrong type or a
+value out of range is a one-line ConfigError.  docs/pretraining.md.
 """
 
 from __future__ import annotations
@@ -147,11 +129,8 @@ class ModelConfig:
 
 def encoder_config(model_size: str, vocab_size: int,
                    overrides: Mapping[str, Any], debug: bool = False) -> ModelConfig:
-  """The encoder of a model size (official `get_bert_config`).
-
-  Heads are hidden // 64 and the feed-forward width 4 x hidden unless the
-  overrides say otherwise; `debug` applies the official debug shrink.
-  """
+  """The encoder of a model size (official `get_bert_config`): heads hidden //
+  64 and feed-forward 4 x hidden unless overridden; `debug`: the official shrink."""
   args: Dict[str, Any] = dict(MODEL_SIZE_TABLE[model_size]["encoder"])
   args["vocab_size"] = vocab_size
   args.update(overrides)
@@ -220,12 +199,9 @@ class JobConfig:
   @classmethod
   def create(cls, hparams: Optional[Mapping[str, Any]] = None, *, data_dir: str = "",
              model_name: str = "electra", checkpoint: Optional[str] = None, **flags: Any):
-    """Resolves defaults, hparams and flags in the official order (module doc).
-
-    The recorded architecture comes from `checkpoint` (a prefix or directory
-    the model's weights are read from) when given, else from the job's own
-    places (`_checkpoint_dirs`).
-    """
+    """Resolves defaults, hparams and flags in the official order (module doc);
+    the recorded architecture comes from `checkpoint` when given, else from
+    the job's own places (`_checkpoint_dirs`)."""
     user = dict(hparams or {})
     user.update({key: value for key, value in flags.items() if value is not None})
     cls.check_hparams(user)
@@ -418,14 +394,9 @@ def check_same_vocab(vocab_file: str, recorded: str, source: str) -> None:
 
 
 def recorded_hparams(checkpoint: str) -> Optional[Tuple[Dict[str, Any], str]]:
-  """(hparams, record path) of the model a checkpoint holds, or None.
-
-  `checkpoint` is a prefix (`DIR/ckpt-20`) or a directory; its record
-  directory's `electra_config.json` (pre-training), `hparams.json` (`convert
-  --from_hf`) or `finetuning_config.json` (a fine-tuning trial's) gives the
-  RECORDED_KEYS.  Google's released checkpoints and remote paths have no
-  record: None.
-  """
+  """(hparams, record path) of the model a checkpoint (prefix or directory)
+  holds: the RECORDED_KEYS of its electra_config.json, hparams.json or
+  finetuning_config.json; None without a record (Google's, remote paths)."""
   directory = record_directory(checkpoint)
   path = os.path.join(directory, ARCHITECTURE_RECORD)
   if os.path.isfile(path):
@@ -476,11 +447,8 @@ def hparams_of_architecture(record: Mapping[str, Any]) -> Dict[str, Any]:
 
 def with_recorded(user: Mapping[str, Any], recorded: Mapping[str, Any],
                   source: str) -> Dict[str, Any]:
-  """The user's hparams completed by a checkpoint's recorded ones.
-
-  A user's value that contradicts the record (a model_hparam_overrides
-  entry that shapes the weights included) is a ConfigError naming both.
-  """
+  """The user's hparams completed by a checkpoint's recorded ones; a
+  contradicting user value is a ConfigError naming both."""
   merged = dict(user)
   for key, value in recorded.items():
     if key == "model_hparam_overrides":

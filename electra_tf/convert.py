@@ -1,4 +1,7 @@
-"""Converts checkpoints between Google's TF1 layout, the project's and transformers' folders (`python -m electra_tf.convert`; the command: electra_tf/commands/convert.py, the library: electra_tf/conversion.py)."""
+"""`python -m electra_tf.convert`: the launcher of electra_tf/commands/convert.py.
+
+The library: electra_tf/checkpoint_conversion.py.
+"""
 
 from electra_tf.commands import convert
 

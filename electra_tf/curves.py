@@ -1,13 +1,9 @@
 """Training curves: the scalars a job logged, read back and drawn.
 
-Both jobs write TensorBoard scalars: the training losses and the learning
-rate every `log_every` steps under `<run dir>/train`, each evaluation's
-metrics under `<run dir>/eval` (step = the evaluated checkpoint's step).
-`read_scalars` reads them back (a resumed run appends to the event files,
-so a step logged twice keeps its last value), and `plot_curves` draws
-`<run dir>/results/curves.png`: one panel per training scalar against the
-step, and the evaluations' metrics as points, beside TensorBoard for those
-who would rather look at a file.
+`read_scalars` reads the TensorBoard scalars under `<run dir>/train` and
+`<run dir>/eval` (a step logged twice keeps its last value); `plot_curves`
+draws `<run dir>/results/curves.png`: a panel per training scalar, the
+evaluations as points.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Choosing a tf.distribute strategy from a flag, and the helpers around it.
 
-`--strategy=auto` picks TPUStrategy when a TPU address is given, else
-MirroredStrategy over the local GPUs, else the CPU; MultiWorkerMirrored-
-Strategy reads the cluster from TF_CONFIG (README, "Several hosts").  A job
-creates its strategy (`create_job_strategy`) before any other TensorFlow op:
-the strategy configures the runtime (collectives, the coordination service,
-TPU initialization, the logical devices of `CPU_DEVICES_ENV`), which only
-works before the first op.  `lost_worker_error` turns the abort that follows
-a dead worker's missed heartbeats into one line (docs/operations.md).
+`--strategy=auto`: TPUStrategy with a TPU address, else MirroredStrategy over
+the local GPUs, else the CPU; MultiWorkerMirroredStrategy reads TF_CONFIG.
+A job creates its strategy (`create_job_strategy`) before any other
+TensorFlow op, since it configures the runtime.  `lost_worker_error`: a
+dead worker as one line (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -89,14 +86,10 @@ def create_strategy(name: str = "auto", tpu: Optional[str] = None) -> tf.distrib
 
 def create_job_strategy(config, strategy_name: str = "auto",
                         tpu: Optional[str] = None) -> tf.distribute.Strategy:
-  """The strategy of --strategy / --tpu and a job config's official TPU hparams.
-
-  `use_tpu` asks for the TPU strategy (at --tpu, else hparam tpu_name), and
-  then `num_tpu_cores` must be the TPU's core count (all are used);
-  `tpu_zone`, `gcp_project` and `tpu_job_name` (TPUEstimator settings with no
-  tf.distribute counterpart here) are refused: give the TPU's name or
-  grpc:// address instead.
-  """
+  """The strategy of --strategy / --tpu and a job config's official TPU hparams:
+  `use_tpu` needs `num_tpu_cores` to be the TPU's core count; `tpu_zone`,
+  `gcp_project` and `tpu_job_name` are refused (give the TPU's name or
+  grpc:// address)."""
   for key in ("tpu_zone", "gcp_project", "tpu_job_name"):
     if getattr(config, key):
       raise ConfigError(f"hparam {key}: not supported; give the TPU's name or "

@@ -1,4 +1,7 @@
-"""Exports the discriminator as a TensorFlow SavedModel (`python -m electra_tf.export`; the command: electra_tf/commands/export.py)."""
+"""`python -m electra_tf.export`: the launcher of electra_tf/commands/export.py.
+
+The library: electra_tf/saved_model.py.
+"""
 
 from electra_tf.commands import export
 

@@ -1,12 +1,9 @@
 """Training and inference FLOPs counted as the official flops_computation.py.
 
-Official rules: a [m, n] x [n] product is 2*m*n FLOPs, an elementwise op one,
-per-activation costs dropout 4, layer norm 5, GELU 8, softmax 5; embedding
-lookups are one-hot products; backward = forward, so training is 2x; the MLM
-softmax covers `output_frac` of the positions (official 0.15625).  Counts
-are per sequence of `seq_length` tokens (floats).  A two-tower generator
-(Electric's; no official count) follows the same rules (docs/electric.md);
-which networks a config has is its objective's.
+Official rules (a [m, n] x [n] product 2*m*n, per-activation costs, one-hot
+embedding lookups, training 2x forward, the MLM softmax over `output_frac`
+of the positions), per sequence of `seq_length` tokens; a two-tower
+generator follows the same rules (docs/electric.md).
 """
 
 import dataclasses
@@ -135,14 +132,9 @@ def inference_flops_per_sequence(t: TransformerSize) -> float:
 
 def model_sizes(config: PretrainingConfig
                 ) -> Tuple[Optional[TransformerSize], Optional[TransformerSize]]:
-  """(masked_lm, discriminator) sizes of a pre-training config.
-
-  An objective without a discriminator (BERT's masked LM): the model is the
-  masked LM.  With one: the generator shares the embedding width unless its
-  embeddings are untied; a tied generator (untied_generator=false) is the
-  discriminator network; the uniform generator has no network (None).  A
-  two-tower generator: masked_lm is the size of each tower.
-  """
+  """(masked_lm, discriminator) sizes of a pre-training config: without a
+  discriminator the masked LM alone; a tied generator is the discriminator
+  network, the uniform one None; two towers: the size of each."""
   from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
 
   def size(model, embedding_size):

@@ -1,13 +1,10 @@
 """Hugging Face transformers' ELECTRA layout: the name map and the files.
 
-`tensor_map` is the one table of both directions between official names
-(`electra/encoder/layer_0/attention/self/query/kernel`) and transformers'
-(`electra.encoder.layer.0.attention.self.query.weight`, dense kernels
-transposed to [out, in]).  Parts: "discriminator" -> ElectraForPreTraining,
-"generator" -> ElectraForMaskedLM (the shared embedding table written into
-both folders, as transformers keeps it), "encoder" -> ElectraModel (a
-fine-tuned checkpoint's encoder; docs/huggingface.md).  Safetensors via the
-`safetensors` numpy API: no torch.
+`tensor_map` is the one table of both directions between official names and
+transformers' (dense kernels transposed to [out, in]).  Parts:
+"discriminator" -> ElectraForPreTraining, "generator" -> ElectraForMaskedLM,
+"encoder" -> ElectraModel.  Safetensors via its numpy API, no torch.
+docs/huggingface.md.
 """
 
 from __future__ import annotations

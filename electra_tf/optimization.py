@@ -1,9 +1,7 @@
 """ELECTRA's optimizer: Adam without bias correction plus decoupled weight decay.
 
-The official `model/optimization.py` (`create_optimizer`,
-`AdamWeightDecayOptimizer`, `_get_layer_lrs`) as a Keras 2 optimizer for a
-custom loop, tf.function and tf.distribute.  Per variable w with gradient g
-(the replicas' sum, clipped to global norm 1.0 by `clip_by_global_norm`):
+The official `model/optimization.py` as a Keras 2 optimizer.  Per variable w
+with gradient g (the replicas' sum, clipped to global norm 1.0):
 
   m = beta_1 * m + (1 - beta_1) * g
   v = beta_2 * v + (1 - beta_2) * g^2
@@ -11,12 +9,8 @@ custom loop, tf.function and tf.distribute.  Per variable w with gradient g
   w = w - lr * multiplier(w) * update
 
 beta_1 0.9, beta_2 0.999, epsilon 1e-6, no bias correction; no decay for
-names containing `LayerNorm`, `layer_norm` or `bias`; `multiplier(w)` is the
-layer-wise decay (fine-tuning), else 1; lr is `learning_rate_at` the global
-step.  Slots `adam_m` / `adam_v` and `iterations` are checkpointed.  Mixed
-precision: `dtype_policy`, and `with_loss_scaling` for float16 (the train
-step unscales before the sum, the finiteness check and the clip).
-Details: docs/faithfulness.md.
+names containing `LayerNorm`, `layer_norm` or `bias`; `multiplier(w)`: the
+layer-wise decay.  docs/faithfulness.md.
 """
 
 import contextlib
@@ -35,23 +29,16 @@ EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
 def dense_gradients(gradients: Sequence[Optional[Any]]) -> List[Optional[tf.Tensor]]:
-  """The gradients with every tf.IndexedSlices summed into its dense tensor.
-
-  A gather's gradient (an embedding lookup) is an IndexedSlices holding one
-  row per looked-up token: a token that occurs twice gives two rows for the
-  same table row.  Its dense form sums them; the norm of `.values` does not.
-  """
+  """The gradients with every tf.IndexedSlices summed into its dense tensor
+  (a token looked up twice gives two rows for one table row)."""
   return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
           for g in gradients]
 
 
 def clip_by_global_norm(gradients: Sequence[Optional[Any]],
                         clip_norm: float = CLIP_NORM) -> List[Optional[tf.Tensor]]:
-  """Official `tf.clip_by_global_norm(grads, 1.0)`, with the norm of the dense
-  gradients (`dense_gradients`), as in the official graph; an IndexedSlices'
-  row norm would miss its duplicate rows (docs/learning.md, "Against the
-  official learning curve").
-  """
+  """Official `tf.clip_by_global_norm(grads, 1.0)` with the norm of the dense
+  gradients (`dense_gradients`), as the official graph."""
   dense = dense_gradients(gradients)
   return tf.clip_by_global_norm(dense, clip_norm)[0]
 
@@ -59,14 +46,9 @@ def clip_by_global_norm(gradients: Sequence[Optional[Any]],
 def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
                      num_warmup_steps: float, lr_decay_power: float = 1.0
                      ) -> tf.Tensor:
-  """Official learning rate at `global_step` (scalar float32 tensor).
-
-  Polynomial decay from `learning_rate` to 0 at `num_train_steps` (constant 0
-  afterwards), times min(1, global_step / num_warmup_steps).  As in the official
-  code the warm-up factor multiplies the decayed rate instead of replacing it,
-  so the peak, reached at the end of warm-up, is below `learning_rate`
-  (0.0004 instead of 0.0005 for 2 warm-up steps out of 10).
-  """
+  """Official learning rate at `global_step` (scalar float32 tensor):
+  polynomial decay to 0 at `num_train_steps`, times min(1, global_step /
+  num_warmup_steps) (official quirk: the peak is below `learning_rate`)."""
   step = tf.cast(global_step, tf.float32)
   decay_steps = tf.cast(num_train_steps, tf.float32)
   fraction_done = tf.minimum(step, decay_steps) / decay_steps
@@ -81,14 +63,8 @@ def learning_rate_at(global_step, learning_rate: float, num_train_steps: int,
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class ElectraLearningRate(keras.optimizers.schedules.LearningRateSchedule):
-  """Rate of the next update, given how many updates were already applied.
-
-  Keras evaluates a schedule at `optimizer.iterations` (k - 1 during the k-th
-  update), but in the official graph the k-th update reads lr(k), after the
-  step's increment (the fixture's `plain` case): the first update is not zero
-  and the one reaching num_train_steps uses 0.  Hence
-  `learning_rate_at(iterations + 1)`.
-  """
+  """Rate of the next update: `learning_rate_at(iterations + 1)`, since in the
+  official graph the k-th update reads lr(k)."""
 
   def __init__(self, learning_rate: float, num_train_steps: int,
                num_warmup_steps: float, lr_decay_power: float = 1.0):
@@ -111,12 +87,9 @@ class ElectraLearningRate(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def layer_depths(n_layers: int) -> Dict[str, int]:
-  """Official `_get_layer_lrs` keys and depths: substring of a name -> depth.
-
-  Embeddings (and their projection) are depth 0, encoder layer i is depth i+1
-  and the task-specific head is depth n_layers + 2; no key has depth n_layers
-  + 1, so the top encoder layer gets decay^2, not decay^1 (official quirk).
-  """
+  """Official `_get_layer_lrs`: substring of a name -> depth.  Embeddings 0,
+  layer i i+1, the head n_layers + 2; none n_layers + 1, so the top layer
+  gets decay^2 (official quirk)."""
   depths = {"/embeddings/": 0, "/embeddings_project/": 0,
             "task_specific/": n_layers + 2}
   for layer in range(n_layers):
@@ -129,12 +102,8 @@ def layer_lr_multipliers(variable_names: Iterable[str], decay: float,
                          ) -> Dict[str, float]:
   """Layer-wise learning-rate multiplier decay^(n_layers + 2 - depth) per name.
 
-  A name matches the key it contains (official substring match).  The official
-  optimizer raises for a variable no key matches; one matching several keys
-  would be updated once per key there, which is never intended, so both raise.
-  With `unmatched_as_head`, a name no key matches is the head's (multiplier
-  1): a Keras model's own head, whose names Keras gives (electra_tf.api).
-  """
+  A name matching no key, or several, raises ValueError; with
+  `unmatched_as_head` a name no key matches is the head's (multiplier 1)."""
   depths = layer_depths(n_layers)
   multipliers = {}
   for name in variable_names:
@@ -162,11 +131,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   """The official AdamWeightDecayOptimizer as a Keras 2 optimizer.
 
   `apply_gradients` (replica context) sums the replicas' gradients, clips the
-  sum to global norm 1.0 (`global_clipnorm`), then runs `update_step` per
-  variable (the update: module docstring).  `clip_per_replica`: each
-  replica's list is clipped to its own norm 1.0 and the clipped lists summed,
-  the official TPU path (docs/faithfulness.md).
-  """
+  sum to global norm 1.0, then updates each variable (module docstring);
+  `clip_per_replica`: each replica's gradients are clipped, then summed."""
 
   def __init__(self, learning_rate: ElectraLearningRate,
                weight_decay_rate: float = 0.0,
@@ -239,11 +205,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return clip_by_global_norm(grads, self.global_clipnorm)
 
   def current_learning_rate(self) -> tf.Tensor:
-    """Official lr(global_step) with global_step = updates applied so far.
-
-    This is the base rate (before layer-wise multipliers) that the latest
-    update used; 0 before the first update.
-    """
+    """The base rate (before layer-wise multipliers) the latest update used;
+    0 before the first."""
     schedule = self._learning_rate
     return learning_rate_at(self.iterations, schedule.learning_rate,
                             schedule.num_train_steps, schedule.num_warmup_steps,
@@ -283,10 +246,7 @@ class Lamb(AdamWeightDecay):
     ratio = ||w|| / ||update|| (1 when either norm is 0)
     w = w - lr * multiplier(w) * ratio * update
 
-  Decay term and trust ratio skip the official exclusions
-  (`uses_weight_decay`).  Why written here rather than Model Garden's class,
-  and how it is checked: docs/big_batches.md ("LAMB").
-  """
+  Decay term and trust ratio skip the official exclusions; docs/big_batches.md."""
 
   def __init__(self, learning_rate: ElectraLearningRate, name: str = "LAMB", **kwargs):
     super().__init__(learning_rate, name=name, **kwargs)
@@ -323,16 +283,9 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
                      unmatched_as_head: bool = False) -> AdamWeightDecay:
   """Official `create_optimizer` settings; create it under `strategy.scope()`.
 
-  `optimizer`: "adamw" (the official AdamWeightDecay) or "lamb" (`Lamb`, same
-  schedule, clip, layer-wise rates and exclusions).  `num_warmup_steps` may be
-  fractional (fine-tuning's max(num_train_steps * warmup_proportion,
-  warmup_steps)).  Layer-wise decay is on when `layerwise_lr_decay` > 0
-  (official `layerwise_lr_decay_power`) and needs `n_transformer_layers`;
-  `unmatched_as_head`: `layer_lr_multipliers`'.
-  Gradients are applied per replica with the loss scaled to its share of the
-  global batch (as `train_loop.Trainer` does); `current_learning_rate()` is
-  the base rate of the last update.
-  """
+  `optimizer`: "adamw" (AdamWeightDecay) or "lamb".  `num_warmup_steps` may
+  be fractional.  Layer-wise decay is on when `layerwise_lr_decay` > 0
+  (official `layerwise_lr_decay_power`) and needs `n_transformer_layers`."""
   if not learning_rate > 0:
     raise ConfigError(f"learning_rate: {learning_rate} must be > 0")
   if num_train_steps <= 0:
@@ -363,11 +316,8 @@ def create_optimizer(learning_rate: float, num_train_steps: int,
 
 @contextlib.contextmanager
 def dtype_policy(mixed_precision: Optional[str]) -> Iterator[None]:
-  """Layers constructed inside get the tf_keras policy "mixed_<mixed_precision>".
-
-  float32 when `mixed_precision` is None; the previous global policy is
-  restored on exit (layers keep the policy they were constructed with).
-  """
+  """Layers constructed inside get the tf_keras policy "mixed_<mixed_precision>"
+  (float32 when None); the previous global policy is restored on exit."""
   previous = keras.mixed_precision.global_policy()
   keras.mixed_precision.set_global_policy(
       f"mixed_{mixed_precision}" if mixed_precision else "float32")

@@ -1,18 +1,8 @@
 """Named moments at which a job freezes itself, for kill tests.
 
 A job started with ELECTRA_TF_STOP_AT=<point>[:<n>] sends itself SIGSTOP the
-n-th time (default 1) it reaches `<point>`; the test waits for the stop
-(`wait_until_stopped`) and kills it exactly there, however fast the machine.
-The points:
-
-  checkpoint_written    a checkpoint's files complete, the state file not yet
-  tfrecords_writing     a chunk written to the `.partial` files, none renamed
-  tfrecords_checkpoint  the TFRecord build's progress noted
-  tfrecords_finishing   one output file joined and renamed, the others not
-  eval_batch            the pre-training eval's first batch run, no result yet
-  export_written        a SavedModel complete in its temporary directory
-  step_logged           a training loop logged a step
-Without the variable `reached` only reads a dict.
+n-th time (default 1) it reaches `<point>` (`reached(point)`, POINTS); the
+test waits for the stop (`wait_until_stopped`) and kills it there.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """BERT WordPiece tokenization as the official ELECTRA `model/tokenization.py`.
 
-Pipeline (identical in both tokenizers): drop NUL, U+FFFD and control
-characters, whitespace to a space; spaces around CJK ideographs; split on
-whitespace; with `do_lower_case`, lower-case and (with `strip_accents`)
-strip accents (NFD, drop Mn) -- official: accents are stripped only when
-lower-casing; split off punctuation (ASCII non-alphanumerics and P*);
-greedy longest-match-first WordPiece, a word over 200 characters or with an
-unmatched remainder -> one [UNK].
+Pipeline: (1) drop NUL, U+FFFD and control characters, whitespace to a
+space; (2) spaces around CJK ideographs, split on whitespace; (3) with
+`do_lower_case`, lower-case and (with `strip_accents`) strip accents; (4)
+split off punctuation; (5) greedy longest-match-first WordPiece, a word over
+200 characters or with an unmatched remainder -> one [UNK].
 
-`FullTokenizer` is the pure-Python reference (`tokenize(text) -> [str]`).
-`FastTokenizer` runs the same pipeline with tensorflow-text on batches
-(`tokenize_to_ids([line, ...]) -> [[id, ...], ...]`), its character tables
-taken from Python's `str.lower` and `unicodedata` so both see one Unicode
-version.  `FastBasicTokenizer.split_words` (string [B] -> ragged words) and
-`wordpieces` are graph ops only, so SavedModels can hold them.
+`FullTokenizer` is the pure-Python reference; `FastTokenizer` runs the same
+pipeline with tensorflow-text on batches, with the same ids;
+`FastBasicTokenizer` and `wordpieces` are graph ops, for SavedModels.
 """
 
 from __future__ import annotations
@@ -192,13 +187,8 @@ def _re2_class(codepoints: Sequence[int]) -> str:
 
 
 def _lower_case_context(assigned: Sequence[int]):
-  """The classes str.lower's final-sigma rule reads, probed from str.lower.
-
-  CPython lower-cases capital sigma to final sigma when, skipping
-  case-ignorable characters, a cased character precedes it and none follows.
-  Probing "cΣ" and "AcΣ" sorts every character c into: cased (and not
-  ignorable), case-ignorable, or neither.
-  """
+  """The classes str.lower's final-sigma rule reads (cased, case-ignorable,
+  neither), probed from str.lower with "cΣ" and "AcΣ"."""
   cased, ignorable = [], []
   for cp in assigned:
     char = chr(cp)
@@ -258,12 +248,9 @@ def _unicode_tables():
 
 
 class FastBasicTokenizer:
-  """Steps 1-4 of the module docstring with tensorflow ops, on batches.
-
-  `split_words(lines)` maps a string tensor [B] to ragged words [B, (words)];
-  it is traceable (tf.data map, tf.function, SavedModels) and lower-cases
-  exactly as str.lower.
-  """
+  """Steps 1-4 of the module docstring with tensorflow ops: `split_words(lines)`
+  maps string [B] to ragged words [B, (words)], traceable, lower-casing as
+  str.lower."""
 
   def __init__(self, do_lower_case: bool = True, strip_accents: bool = True):
     self.do_lower_case = do_lower_case

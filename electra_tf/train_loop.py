@@ -1,25 +1,12 @@
 """The train step and the step loop, written once for both jobs.
 
 `Trainer` holds the model and optimizer built under a tf.distribute strategy
-(dtype policy; dynamic loss scaling for float16) and runs the train step on
-the job's loss function `loss_fn(batch, step[, part]) -> (loss, logged)`:
-`loss` a float32 scalar whose SUM over replicas is the global loss, `logged`
-a dict of float32 scalars (summed over replicas).  Dropout is seeded by
-(seed, step, replica), so a resumed run continues exactly.
-
-With `gradient_accumulation_steps` N > 1 each replica batch [B, ...] runs as
-N micro-batches [B/N, ...]; `part` (`BatchPart`) locates the micro-batch in
-the whole batch so the N losses SUM to the big batch's and the summed
-float32 gradients are applied once.  `replica_sums_fn(replica_batch)` is
-all-reduced once per step into `BatchPart.global_sums`.  Under XLA only the
-per-replica part is compiled; every cross-replica reduction stays outside
-(docs/performance.md, "Strategies, precision and XLA").
-
-`make_step_loop` runs steps inside one tf.function and stops at the first
-faulty step; `train_to_end` logs, writes scalars and checkpoints, turns a
-fault, out-of-memory or an unwritable checkpoint into a one-line error and
-SIGTERM / SIGINT into a checkpoint and `Preempted` (docs/operations.md,
-docs/big_batches.md).
+and runs the train step on the job's loss function
+`loss_fn(batch, step[, part]) -> (loss, logged)`: `loss` a float32 scalar
+whose SUM over replicas is the global loss, `logged` a dict of float32
+scalars (summed over replicas).  `train_to_end` runs, logs and checkpoints;
+faults, preemption and accumulation: docs/operations.md, docs/big_batches.md,
+docs/performance.md ("Strategies, precision and XLA").
 """
 
 from __future__ import annotations
@@ -81,9 +68,7 @@ INPUT_KEY = "train_input"
 class Preempted(Exception):
   """A stop signal arrived; a checkpoint of the current step was saved.
 
-  `exit_status` is the shell's for the signal (128 + its number: 143 for
-  SIGTERM, 130 for SIGINT), so a scheduler sees the job did not finish.
-  """
+  `exit_status`: 128 + the signal's number (143 SIGTERM, 130 SIGINT)."""
 
   def __init__(self, signal_name: str, step: int, checkpoint: str):
     super().__init__(f"stopped by {signal_name} at step {step}; {checkpoint} is saved: "
@@ -159,11 +144,9 @@ def log(message: str = "") -> None:
 # ------------------------------------------------------- model_dir, run records
 @contextlib.contextmanager
 def holding_model_dir(model_dir: str, chief: bool = True) -> Iterator[None]:
-  """A job's hold on its model_dir while it writes there (the chief's; other
-  workers write nothing and get none of it): model_dir checked writable,
-  locked for this job alone (a second one would remove this one's checkpoint
-  in progress as debris and write over its results), and cleared of what
-  killed runs left (`checkpoints.remove_interrupted_writes`)."""
+  """The chief's hold on its model_dir while it writes there: checked
+  writable, locked for this job alone, cleared of what killed runs left
+  (`checkpoints.remove_interrupted_writes`)."""
   if not chief:
     yield
     return
@@ -175,13 +158,8 @@ def holding_model_dir(model_dir: str, chief: bool = True) -> Iterator[None]:
 
 
 def check_run_record(model_dir: str, name: str, record: Mapping[str, object]) -> bool:
-  """Refuses a model_dir whose record `name` (JSON) differs from `record`.
-
-  A job records in its model_dir what its checkpoints depend on (the
-  architecture, the fine-tuning hparams); a rerun with other values would mix
-  or fail to restore them, so it is a one-line error that says what differs.
-  Returns whether a record exists.
-  """
+  """Raises ConfigError, saying what differs, when model_dir's record `name`
+  (JSON) differs from `record`; returns whether a record exists."""
   path = os.path.join(model_dir, name)
   if not os.path.isfile(path):
     return False
@@ -254,11 +232,8 @@ def unscale_gradients(optimizer: keras.optimizers.Optimizer,
 
 def all_finite(loss: tf.Tensor, gradients: Sequence[tf.Tensor],
                loss_scaling: bool) -> tf.Tensor:
-  """Whether a step is free of NaN/Inf (bool scalar).
-
-  With dynamic loss scaling (float16) overflowing gradients are the
-  optimizer's business (it skips the step), so only the loss counts.
-  """
+  """Whether a step is free of NaN/Inf (bool scalar); under dynamic loss
+  scaling only the loss counts (the optimizer skips overflowing gradients)."""
   finite = tf.reduce_all(tf.math.is_finite(loss))
   if not loss_scaling:
     finite = tf.logical_and(finite, tf.math.is_finite(tf.linalg.global_norm(
@@ -273,18 +248,12 @@ class Trainer:
     strategy: the tf.distribute strategy everything is built under.
     build_model: () -> the Keras model (built, variables named).
     build_optimizer: model -> its optimizer; None to evaluate or export only.
-    seed: seeds the initial weights (every generator Keras initialisers draw
-      from) and the dropout masks.
+    seed: seeds the initial weights and the dropout masks.
     mixed_precision: None (float32), "bfloat16" or "float16" (dynamic loss
       scaling); variables stay float32.
     jit_compile: XLA-compile the per-replica forward and backward pass.
     gradient_accumulation_steps: micro-batches per replica batch (it must
-      divide the per-replica batch).
-
-  `checkpoint` is `tf.train.Checkpoint(model=..., optimizer=...)`, every
-  training checkpoint's layout (pre-training adds the input position,
-  INPUT_KEY).
-  """
+      divide the per-replica batch)."""
 
   def __init__(self, strategy: tf.distribute.Strategy,
                build_model: Callable[[], keras.Model],
@@ -312,12 +281,8 @@ class Trainer:
   def train_step(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
                  replica_sums_fn: Optional[ReplicaSumsFn] = None,
                  replica_gradients=None) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
-    """One replica's step: (logged scalars, all finite) as `make_step_loop` expects.
-
-    `replica_gradients` is `self.replica_gradients(loss_fn)` (the step loop
-    builds it once, XLA-compiled with jit_compile); None: built here,
-    uncompiled.
-    """
+    """One replica's step: (logged scalars, all finite); `replica_gradients`
+    as built by `self.replica_gradients(loss_fn)`, None: built here, uncompiled."""
     step = self.optimizer.iterations
     context = tf.distribute.get_replica_context()
     seed = dropout.step_seed(self.seed, step, context.replica_id_in_sync_group)
@@ -364,13 +329,9 @@ class Trainer:
   def _accumulated_gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor],
                              step: tf.Tensor, seed: tf.Tensor,
                              global_sums: Any = None):
-    """(loss, logged, gradients) summed over the N micro-batches of `batch`.
-
-    Micro-batch k is rows [k B/N, (k+1) B/N) with dropout seed
-    fold_in(seed, k); the gradients are dense float32 sums (one copy of the
-    trainable variables), and the micro-batches run one after another
-    (parallel_iterations=1: one micro-batch's activations at a time).
-    """
+    """(loss, logged, gradients) summed over the N micro-batches of `batch`,
+    run one after another; micro-batch k: rows [k B/N, (k+1) B/N), dropout
+    seed fold_in(seed, k); gradients: dense float32 sums."""
     n = self.gradient_accumulation_steps
     rows = next(iter(batch.values())).shape[0]
     if rows is not None and rows % n:
@@ -418,11 +379,8 @@ class Trainer:
 
   def restore_latest(self, directory: str) -> Optional[str]:
     """Restores the latest intact checkpoint of `directory` (model, and
-    optimizer when training); returns its path, None when there is none.
-
-    Newer damaged checkpoints are set aside with a warning
-    (`checkpoints.set_aside_damaged`): the run resumes from the newest one
-    that reads whole."""
+    optimizer when training), damaged newer ones set aside; returns its path
+    or None."""
     latest, damaged = checkpoints.set_aside_damaged(directory)
     for prefix, why in damaged:
       log(f"WARNING: checkpoint {prefix} is damaged ({why}); its files are kept as "
@@ -442,12 +400,8 @@ class Trainer:
             fault_context: str = "", input_state=None,
             replica_sums_fn: Optional[ReplicaSumsFn] = None) -> int:
     """Trains from the optimizer's step to schedule.total_steps, saving
-    `ckpt-<step>` checkpoints in `directory` (`train_to_end`); returns the step.
-
-    `input_state` (a tf.data iterator) is saved in every checkpoint as
-    INPUT_KEY, so that a resumed run restores its position instead of
-    reading the consumed examples again.
-    """
+    `ckpt-<step>` in `directory` (with `input_state` as INPUT_KEY when given);
+    returns the step."""
     checkpoint = self.checkpoint
     if input_state is not None:
       checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
@@ -464,13 +418,10 @@ def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
                    loss_names: Sequence[str], iterations: tf.Variable):
   """A tf.function (iterator, num_steps, stop) -> (losses, faulty_step, stopping).
 
-  `stop` (bool scalar) says whether this worker received a stop signal; the
-  loop first all-reduces it, and when any worker did, runs no step and
-  returns `stopping` true on every worker.  Otherwise it runs up to
-  `num_steps` steps; `losses` are those of the last step run (summed over
-  replicas), `faulty_step` the 1-based global step at which a replica
-  reported a NaN/Inf, where the loop stopped, or -1.
-  """
+  When any worker's `stop` (bool scalar) is true, no step runs and
+  `stopping` is true everywhere; else up to `num_steps` steps run.  `losses`:
+  the last step's, summed over replicas; `faulty_step`: the 1-based global
+  step with a NaN/Inf, where the loop stopped, or -1."""
 
   def replica_step(batch):
     losses, finite = step_fn(batch)

@@ -188,7 +188,7 @@ LONGEST_FIRST = [
     "tests/research/test_learning_study.py", "tests/research/test_full_label_study.py",
     "tests/test_docs_commands.py::docs/pretraining.md",
     "tests/test_multi_worker.py", "tests/test_hf.py", "tests/test_training.py",
-    "tests/test_finetune_export.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
+    "tests/test_task_saved_model.py", "tests/test_finetune_run.py", "tests/test_big_batches.py",
 ]
 
 

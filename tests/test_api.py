@@ -15,9 +15,9 @@ import tensorflow as tf
 import tf_keras as keras
 
 import electra_tf
+from electra_tf import checkpoint_conversion
 from electra_tf import checkpoints
 from electra_tf import config as config_lib
-from electra_tf import conversion
 from electra_tf import optimization
 from electra_tf import tokenization
 from electra_tf import train_loop
@@ -26,7 +26,7 @@ from electra_tf.finetune import task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.serving import export_saved_model
+from electra_tf.saved_model import export_saved_model
 from tests.test_hf import SAVED, SAVED_ATOL
 
 ELECTRIC = SAVED.parent / "official_electric"  # Electric's tiny official checkpoint
@@ -53,7 +53,7 @@ def model_dir(tmp_path_factory, official, bert_vocab):
   prefix, hparams = official
   model_dir = tmp_path_factory.mktemp("api") / "model_dir"
   config = PretrainingConfig.create(hparams)
-  conversion.official_to_project(prefix, config, str(model_dir))
+  checkpoint_conversion.official_to_project(prefix, config, str(model_dir))
   train_loop.write_run_record(str(model_dir), config_lib.ARCHITECTURE_RECORD,
                               config.architecture())
   train_loop.keep_vocab_beside(str(model_dir), str(bert_vocab))
@@ -170,8 +170,8 @@ def test_transformers_folders_give_transformers_outputs(tmp_path):
   # The same pair converted (`convert --from_hf`): its hparams.json is the
   # record (of 32 positions: shorter sequences than the default 128, as for
   # the commands).
-  conversion.hf_to_project([str(SAVED / "discriminator"), str(SAVED / "generator")],
-                           str(tmp_path / "converted"))
+  checkpoint_conversion.hf_to_project([str(SAVED / "discriminator"), str(SAVED / "generator")],
+                                      str(tmp_path / "converted"))
   converted = electra_tf.load_generator(str(tmp_path / "converted"), {"max_seq_length": 32})
   np.testing.assert_array_equal(converted(inputs)["logits"], generator(inputs)["logits"])
   reference = json.loads((SAVED / "reference.json").read_text(encoding="utf-8"))

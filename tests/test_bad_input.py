@@ -360,10 +360,10 @@ SERVING_VOCAB = 30
 def serving_functions(tmp_path_factory):
   """serving_default of a pre-training export and of an RTE fine-tuning export."""
   import tensorflow as tf
-  from electra_tf import serving
+  from electra_tf import saved_model
   from electra_tf import tokenization
   from electra_tf.pretrain.config import PretrainingConfig
-  from electra_tf.finetune import export as finetune_export
+  from electra_tf.finetune import task_saved_model
   from electra_tf.finetune import task_builder
   from electra_tf.finetune.config import FinetuningConfig
   from electra_tf.finetune.model import FinetuningModel
@@ -375,13 +375,13 @@ def serving_functions(tmp_path_factory):
   arch = {"model_hparam_overrides": {"hidden_size": 16, "num_hidden_layers": 1},
           "embedding_size": 8, "vocab_size": SERVING_VOCAB, "max_seq_length": 16}
   pretrainer = build_model(PretrainingConfig.create(arch))
-  serving.export_saved_model(pretrainer, str(root / "pretraining"))
+  saved_model.export_saved_model(pretrainer, str(root / "pretraining"))
   config = FinetuningConfig.create(arch, task_names=["rte"], data_dir=str(root),
                                    model_dir=str(root / "model"))
   tokenizer = tokenization.FullTokenizer(str(root / "vocab.txt"))
   tasks = task_builder.get_tasks(config, tokenizer)
-  finetune_export.export_task_model(FinetuningModel(config, tasks), tasks[0],
-                                    str(root / "rte"))
+  task_saved_model.export_task_model(FinetuningModel(config, tasks), tasks[0],
+                                     str(root / "rte"))
   return {name: tf.saved_model.load(str(root / name)).signatures["serving_default"]
           for name in ("pretraining", "rte")}
 

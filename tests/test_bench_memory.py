@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from electra_tf.bench import peak_memory as memory
+from electra_tf.measure import peak_memory as memory
 from tests.conftest import run_command
 
 

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from electra_tf.bench import serving as serving_bench
-from electra_tf.bench import step as step_bench
 from electra_tf import flops
+from electra_tf.measure import signature_speed
+from electra_tf.measure import step as step_bench
 from electra_tf.pretrain.config import PretrainingConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,7 +132,7 @@ def _serving_vocab(path):
 def test_serving_inputs_are_one_piece_words_and_their_ids(tmp_path):
   from electra_tf import tokenization
   vocab = _serving_vocab(tmp_path / "vocab.txt")
-  texts, ids = serving_bench.serving_inputs(str(vocab), 3, 9, seed=1)
+  texts, ids = signature_speed.serving_inputs(str(vocab), 3, 9, seed=1)
   tokenizer = tokenization.FullTokenizer(str(vocab))
   assert len(texts) == 3 and all(len(t.split()) == 7 for t in texts)
   assert all(set(t.split()) <= set(SERVING_WORDS) for t in texts)
@@ -146,8 +146,8 @@ def test_serving_inputs_are_one_piece_words_and_their_ids(tmp_path):
 
 def test_time_calls_alternates_and_times_every_call():
   order = []
-  seconds = serving_bench.time_calls({"a": lambda: order.append("a"),
-                                  "b": lambda: order.append("b")}, calls=3, warmup_calls=1)
+  seconds = signature_speed.time_calls({"a": lambda: order.append("a"),
+                                    "b": lambda: order.append("b")}, calls=3, warmup_calls=1)
   assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]
   assert [len(v) for v in seconds.values()] == [3, 3]
   assert all(s >= 0 for v in seconds.values() for s in v)
@@ -155,7 +155,7 @@ def test_time_calls_alternates_and_times_every_call():
 
 @pytest.mark.slow
 def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
-  from electra_tf import serving, tokenization
+  from electra_tf import saved_model, tokenization
   from electra_tf.pretrain.model import build_model
   vocab = _serving_vocab(tmp_path / "vocab.txt")
   config = PretrainingConfig.create({
@@ -163,9 +163,9 @@ def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
       "max_seq_length": 16, "model_hparam_overrides": {
           "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}})
   model = build_model(config)
-  serving.export_saved_model(model, str(tmp_path / "text"),
-                            tokenizer=tokenization.FullTokenizer(str(vocab)),
-                            max_seq_length=16)
+  saved_model.export_saved_model(model, str(tmp_path / "text"),
+                                tokenizer=tokenization.FullTokenizer(str(vocab)),
+                                max_seq_length=16)
   result = run_benchmark_cli(f"--export_dir={tmp_path / 'text'}", "--batch_size=4",
                              "--seq_length=16", "--steps=3", "--latency_calls=5",
                              "--warmup_steps=1", "--json")
@@ -179,7 +179,7 @@ def test_serving_benchmark_times_text_and_ids_signatures(tmp_path):
                              rtol=1e-9)
   assert (report["batch_size"], report["seq_length"]) == (4, 16)
   assert report["device"].startswith(("CPU", "1 x"))
-  serving.export_saved_model(model, str(tmp_path / "ids_only"))
+  saved_model.export_saved_model(model, str(tmp_path / "ids_only"))
   result = run_benchmark_cli(f"--export_dir={tmp_path / 'ids_only'}", "--json")
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (

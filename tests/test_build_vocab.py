@@ -7,7 +7,7 @@ import pytest
 
 from electra_tf import tokenization
 from electra_tf.errors import DataError
-from electra_tf.pretrain import vocab as vocab_lib
+from electra_tf.pretrain import vocab_builder
 from tests.conftest import run_command
 
 
@@ -27,7 +27,7 @@ def tokenize_with(vocab, lines, tmp_path, do_lower_case):
 @pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_learned_vocab_covers_the_text(book_lines, tmp_path, do_lower_case):
-  vocab = vocab_lib.build_vocab(book_lines, vocab_size=500, do_lower_case=do_lower_case)
+  vocab = vocab_builder.build_vocab(book_lines, vocab_size=500, do_lower_case=do_lower_case)
   assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   assert 0.95 * 500 <= len(vocab) <= 500 and len(set(vocab)) == len(vocab)
   assert any(t.startswith("##") for t in vocab) and "the" in vocab
@@ -43,12 +43,12 @@ def test_learned_vocab_covers_the_text(book_lines, tmp_path, do_lower_case):
 @pytest.mark.slow
 def test_vocab_size_errors(book_lines):
   with pytest.raises(DataError, match="--vocab_size: 5 leaves no room"):
-    vocab_lib.build_vocab(book_lines, vocab_size=5)
+    vocab_builder.build_vocab(book_lines, vocab_size=5)
   with pytest.raises(DataError,
                      match=r"--vocab_size: 20 is below the \d+ reserved tokens and char"):
-    vocab_lib.build_vocab(book_lines[:50], vocab_size=20)
+    vocab_builder.build_vocab(book_lines[:50], vocab_size=20)
   with pytest.raises(DataError, match="no text to learn a vocab from"):
-    vocab_lib.build_vocab(["", "  "], vocab_size=100)
+    vocab_builder.build_vocab(["", "  "], vocab_size=100)
 
 
 @pytest.mark.slow
@@ -89,6 +89,6 @@ def test_cli_on_an_empty_corpus_writes_nothing(tmp_path, files, message):
 
 def test_corpus_errors(tmp_path):
   with pytest.raises(DataError, match=r"--corpus_dir .*missing: does not exist"):
-    vocab_lib.read_corpus_texts(tmp_path / "missing", "--corpus_dir")
+    vocab_builder.read_corpus_texts(tmp_path / "missing", "--corpus_dir")
   with pytest.raises(DataError, match=r"--corpus_files: corpus file .*nope.txt does not"):
-    vocab_lib.read_corpus_texts([tmp_path / "nope.txt"], "--corpus_files")
+    vocab_builder.read_corpus_texts([tmp_path / "nope.txt"], "--corpus_files")

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from electra_tf import checkpoints, conversion, errors
+from electra_tf import checkpoint_conversion, checkpoints, errors
 from electra_tf import config as config_lib
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
@@ -30,7 +30,7 @@ def fixture_hparams(official_debug_fixture):
 def converted(official_debug_fixture, fixture_hparams, tmp_path_factory):
   """The fixture's official checkpoint converted by the CLI: its directory."""
   output_dir = tmp_path_factory.mktemp("converted") / "electra"
-  assert conversion.official_to_project(
+  assert checkpoint_conversion.official_to_project(
       str(official_debug_fixture / "model.ckpt"), PretrainingConfig.create(fixture_hparams),
       str(output_dir)) == str(output_dir / "model.ckpt")
   return output_dir
@@ -48,8 +48,8 @@ def test_convert_round_trip_gives_back_the_official_checkpoint(
       "model.ckpt.index"]
   assert checkpoints.is_project_checkpoint(str(converted / "model.ckpt"))
   back_dir = tmp_path / "official"
-  conversion.project_to_official(str(converted), PretrainingConfig.create(fixture_hparams),
-                              str(back_dir))
+  checkpoint_conversion.project_to_official(
+      str(converted), PretrainingConfig.create(fixture_hparams), str(back_dir))
   original = read_all(official_debug_fixture / "model.ckpt")
   back = read_all(back_dir / "model.ckpt")
   assert sorted(back) == sorted(original) and len(back) == 82
@@ -71,13 +71,14 @@ def test_converted_checkpoint_records_its_architecture_and_vocab(
   assert config_lib.recorded_vocab(str(converted)) is None
   official = str(official_debug_fixture / "model.ckpt")
   with_vocab = tmp_path / "with_vocab"
-  conversion.official_to_project(official, config, str(with_vocab), str(bert_vocab))
+  checkpoint_conversion.official_to_project(official, config, str(with_vocab), str(bert_vocab))
   assert config_lib.recorded_vocab(str(with_vocab)) == str(with_vocab / "vocab.txt")
   assert (with_vocab / "vocab.txt").read_bytes() == bert_vocab.read_bytes()
   short = tmp_path / "short_vocab.txt"
   short.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
   with pytest.raises(errors.DataError, match="vocab_size: 30522 differs from the 5 entries"):
-    conversion.official_to_project(official, config, str(tmp_path / "refused"), str(short))
+    checkpoint_conversion.official_to_project(official, config, str(tmp_path / "refused"),
+                                              str(short))
   assert not (tmp_path / "refused").exists()
 
 
@@ -186,8 +187,8 @@ def test_conversion_errors_name_the_problem_and_leave_nothing(
 
   def fails(checkpoint, hparams=fixture_hparams, output_dir=output):
     with pytest.raises(ValueError) as error:
-      conversion.official_to_project(checkpoint, PretrainingConfig.create(hparams),
-                                  str(output_dir))
+      checkpoint_conversion.official_to_project(checkpoint, PretrainingConfig.create(hparams),
+                                             str(output_dir))
     assert "\n" not in str(error.value)
     return str(error.value)
 

@@ -99,10 +99,10 @@ SUBSTITUTIONS = [
     ("*", "../shared/", f"{SHARED_DIR}/", "the shared data beside the checkout"),
     ("README.md", "pip install -r requirements.txt && ", "",
      "the tests run in the environment this install made (.ci/run runs it)"),
-    ("README.md", "python -m pytest -q tests ", "python -m pytest -q tests/test_bench_record.py ",
+    ("README.md", "python -m pytest -q tests ", "python -m pytest -q tests/test_measure_record.py ",
      "the suite cannot run itself from inside itself: one test file (a quick one: the "
      "command's pytest.ini, workers and conftest are what it shows), by the same command"),
-    ("README.md", '-m "not slow" tests ', '-m "not slow" tests/test_bench_record.py ',
+    ("README.md", '-m "not slow" tests ', '-m "not slow" tests/test_measure_record.py ',
      "the fast tier, on one test file for the same reason"),
     ("*", "--vocab_size=30522", "--vocab_size=3000", "a vocab the small corpus fills"),
     ("*", '"num_train_steps": 100000, "num_warmup_steps": 10000, "train_batch_size": 128',

@@ -1,7 +1,7 @@
 """Every measured figure of the docs has its results file, and agrees with it.
 
 docs/results/*.json are the records the benchmark commands write
-(`--json_output`, electra_tf/bench/record.py).  The tables that restate them
+(`--json_output`, electra_tf/measure/record.py).  The tables that restate them
 are generated (tools/docs_results.py) and must equal what their files give;
 the figures quoted in prose are compared here one by one.  Relative links
 between the pages must land on a file and a heading.
@@ -123,8 +123,8 @@ def test_links_between_pages_land_on_a_file_and_a_heading(path):
 
 def test_gpu_projection_is_the_memory_tools_fit_of_the_measured_table():
   """docs/big_batches.md's projection (and its slopes) is what
-  electra_tf.bench.peak_memory.project gives for the measured table above it."""
-  from electra_tf.bench import peak_memory as memory  # pylint: disable=g-import-not-at-top
+  electra_tf.measure.peak_memory.project gives for the measured table above it."""
+  from electra_tf.measure import peak_memory as memory  # pylint: disable=g-import-not-at-top
   text = page("docs/big_batches.md")
   measured = text.split("## Memory figures (measured)", 1)[1].split('"step s" is', 1)[0]
   rows = re.findall(r"^\| (small|base|large) \| (\d+) \| (\d+) \| (yes|no) \| ([\d.]+) \|",

@@ -15,7 +15,7 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-from electra_tf import checkpoints, conversion, flops, tokenization
+from electra_tf import checkpoint_conversion, checkpoints, flops, tokenization
 from electra_tf.errors import ConfigError
 from electra_tf.modeling import pretrainer as pt
 from electra_tf.modeling.encoder import build_discriminator_encoder
@@ -82,9 +82,9 @@ def test_variable_names_and_shapes_are_the_official_ones(variant):
 
 def test_convert_round_trip_gives_back_the_official_checkpoint(tmp_path):
   config = PretrainingConfig.create(META["hparams"])
-  project = conversion.official_to_project(str(DATA / "model.ckpt"), config,
-                                        str(tmp_path / "project"))
-  back = conversion.project_to_official(project, config, str(tmp_path / "official"))
+  project = checkpoint_conversion.official_to_project(str(DATA / "model.ckpt"), config,
+                                                   str(tmp_path / "project"))
+  back = checkpoint_conversion.project_to_official(project, config, str(tmp_path / "official"))
   original, again = tf.train.load_checkpoint(str(DATA / "model.ckpt")), \
       tf.train.load_checkpoint(back)
   names = original.get_variable_to_shape_map()

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from electra_tf import checkpoints, serving, tokenization
+from electra_tf import checkpoints, saved_model, tokenization
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.model import build_model
@@ -119,10 +119,10 @@ def test_encoder_export_overwrite_and_length_check(tmp_path):
   encoder = build_discriminator_encoder(config.encoder_config(),
                                         config.effective_embedding_size)
   export_dir = tmp_path / "encoder"
-  serving.export_saved_model(encoder, str(export_dir))
+  saved_model.export_saved_model(encoder, str(export_dir))
   with pytest.raises(ValueError, match="--export_dir: .* already exists and is not empty"):
-    serving.export_saved_model(encoder, str(export_dir))
-  serving.export_saved_model(encoder, str(export_dir), overwrite=True)
+    saved_model.export_saved_model(encoder, str(export_dir))
+  saved_model.export_saved_model(encoder, str(export_dir), overwrite=True)
   assert sorted(os.listdir(tmp_path)) == ["encoder"]
 
   serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]

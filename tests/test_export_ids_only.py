@@ -145,7 +145,7 @@ def test_export_cli_signature_errors(official_debug_fixture, tmp_path):
 
 @pytest.mark.slow
 def test_finetuned_ids_only_export_loads_with_tensorflow_alone(shared_dir, tmp_path):
-  from electra_tf.finetune import export as finetune_export  # pylint: disable=g-import-not-at-top
+  from electra_tf.finetune import task_saved_model  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import job as finetune_job  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune import task_builder  # pylint: disable=g-import-not-at-top
   from electra_tf.finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
@@ -159,8 +159,8 @@ def test_finetuned_ids_only_export_loads_with_tensorflow_alone(shared_dir, tmp_p
                                    data_dir=str(data_dir), model_dir=str(tmp_path / "model"))
   tasks = task_builder.get_tasks(config, finetune_job.load_tokenizer(config))
   model = FinetuningModel(config, tasks)
-  finetune_export.export_task_model(model, tasks[0], str(tmp_path / "ids"), text=False)
-  finetune_export.export_task_model(model, tasks[0], str(tmp_path / "both"))
+  task_saved_model.export_task_model(model, tasks[0], str(tmp_path / "ids"), text=False)
+  task_saved_model.export_task_model(model, tasks[0], str(tmp_path / "both"))
 
   rng = np.random.default_rng(0)
   inputs = {"input_ids": rng.integers(5, 30522, (3, 20)).astype(np.int32),

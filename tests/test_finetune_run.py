@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, conversion, curves, errors
+from electra_tf import checkpoint_conversion, checkpoints, curves, errors
 from electra_tf.errors import ConfigError
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import outputs, task_builder
@@ -503,8 +503,8 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
     official_debug_fixture, data_dir, tmp_path, capsys):
   official = official_debug_fixture / "model.ckpt"
   hparams = json.loads((official_debug_fixture / "config.json").read_text())["hparams"]
-  conversion.official_to_project(str(official), PretrainingConfig.create(hparams),
-                              str(tmp_path / "converted"))
+  checkpoint_conversion.official_to_project(str(official), PretrainingConfig.create(hparams),
+                                         str(tmp_path / "converted"))
   config = FinetuningConfig.create(
       FIXTURE_HPARAMS, task_names=["rte"], data_dir=str(data_dir),
       model_dir=str(tmp_path / "model"), init_checkpoint=str(tmp_path / "converted"))

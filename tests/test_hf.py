@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import checkpoints, conversion, errors, hf
+from electra_tf import checkpoint_conversion, checkpoints, errors, hf
 from electra_tf.errors import DataError
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig
@@ -46,8 +46,8 @@ def exported(tmp_path_factory, official_debug_fixture, bert_vocab):
   """official_debug exported to transformers' layout."""
   out = tmp_path_factory.mktemp("hf") / "export"
   config = PretrainingConfig.create(_hparams(official_debug_fixture))
-  written = conversion.project_to_hf(str(official_debug_fixture / "model.ckpt"), config,
-                                  str(bert_vocab), True, str(out), command="make it")
+  written = checkpoint_conversion.project_to_hf(str(official_debug_fixture / "model.ckpt"), config,
+                                             str(bert_vocab), True, str(out), command="make it")
   assert written == [str(out / "discriminator"), str(out / "generator")]
   return out, config
 
@@ -125,9 +125,11 @@ def test_logits_match_transformers_fixture(exported, official_debug_fixture):
 
 def _round_trip(tmp_path, model, config, vocab):
   checkpoints.save_project_checkpoint(model, str(tmp_path / "ckpt"))
-  conversion.project_to_hf(str(tmp_path / "ckpt"), config, str(vocab), True, str(tmp_path / "hf"))
-  prefix = conversion.hf_to_project([str(tmp_path / "hf" / "discriminator"),
-                                  str(tmp_path / "hf" / "generator")], str(tmp_path / "back"))
+  checkpoint_conversion.project_to_hf(str(tmp_path / "ckpt"), config, str(vocab), True,
+                                      str(tmp_path / "hf"))
+  prefix = checkpoint_conversion.hf_to_project(
+      [str(tmp_path / "hf" / "discriminator"), str(tmp_path / "hf" / "generator")],
+      str(tmp_path / "back"))
   hparams = json.loads((tmp_path / "back" / "hparams.json").read_text())
   again = build_model(PretrainingConfig.create(hparams))
   checkpoints.restore_from_checkpoint(again, prefix)
@@ -159,7 +161,8 @@ def test_round_trip_is_bit_exact_tiny(bert_vocab, tmp_path):
 def test_discriminator_alone_is_a_finetuning_start_not_a_pretraining_one(
     exported, official_debug_fixture, tmp_path):
   out, config = exported
-  prefix = conversion.hf_to_project([str(out / "discriminator")], str(tmp_path / "disc"))
+  prefix = checkpoint_conversion.hf_to_project([str(out / "discriminator")],
+                                               str(tmp_path / "disc"))
   encoder = build_discriminator_encoder(config.encoder_config(), config.effective_embedding_size)
   checkpoints.restore_from_checkpoint(encoder, prefix)  # strict: every encoder variable
   original = build_model(config)
@@ -200,8 +203,8 @@ def test_bad_folders_are_one_line_errors_and_write_nothing(exported, tmp_path):
   for name, (changes, message) in cases.items():
     _copy_folder(disc, tmp_path / name, **changes)
     with pytest.raises(DataError, match=message.replace("[", r"\[").replace("]", r"\]")):
-      conversion.hf_to_project([str(tmp_path / name), str(out / "generator")],
-                            str(tmp_path / f"out_{name}"))
+      checkpoint_conversion.hf_to_project([str(tmp_path / name), str(out / "generator")],
+                                       str(tmp_path / f"out_{name}"))
     assert not (tmp_path / f"out_{name}").exists()
   torch_only = tmp_path / "torch_only"
   torch_only.mkdir()
@@ -210,7 +213,7 @@ def test_bad_folders_are_one_line_errors_and_write_nothing(exported, tmp_path):
   with pytest.raises(DataError, match="holds pytorch_model.bin, which only torch can read; "
                                       r"convert it once .*from transformers import "
                                       "ElectraForPreTraining as M; M.from_pretrained"):
-    conversion.hf_to_project([str(torch_only)], str(tmp_path / "out_torch"))
+    checkpoint_conversion.hf_to_project([str(torch_only)], str(tmp_path / "out_torch"))
   assert not (tmp_path / "out_torch").exists()
 
 
@@ -242,8 +245,9 @@ def test_model_card_states_the_training_run(bert_vocab, corpus_dir, tmp_path):
       (0, "python run_pretraining.py --first", 2), (2, "python run_pretraining.py --second", 3)]
   # convert --to_hf as the README writes it: --hparams names the model only,
   # the batch, steps and learning rate are the command's defaults.
-  conversion.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), True,
-                        str(tmp_path / "hf_convert"), command="python -m electra_tf.convert x")
+  checkpoint_conversion.project_to_hf(
+      model_dir, PretrainingConfig.create(TINY), str(bert_vocab), True,
+      str(tmp_path / "hf_convert"), command="python -m electra_tf.convert x")
   cards = {name: (tmp_path / name / "discriminator" / "README.md").read_text()
            for name in ("hf_first", "hf_second", "hf_convert")}
   first = cards["hf_first"]
@@ -269,8 +273,8 @@ def test_model_card_states_the_training_run(bert_vocab, corpus_dir, tmp_path):
   with pytest.raises(ValueError, match=r"--do_lower_case: .*ckpt-3 was pre-trained with "
                                        r"do_lower_case true \(.*training_runs.json\); pass "
                                        "--do_lower_case"):
-    conversion.project_to_hf(model_dir, PretrainingConfig.create(TINY), str(bert_vocab), False,
-                          str(tmp_path / "hf_cased"))
+    checkpoint_conversion.project_to_hf(model_dir, PretrainingConfig.create(TINY),
+                                        str(bert_vocab), False, str(tmp_path / "hf_cased"))
   assert not (tmp_path / "hf_cased").exists()
 
 
@@ -304,7 +308,8 @@ def test_a_finetuned_checkpoints_card_states_its_finetuning(tmp_path):
       json.dumps(finetune_job._run_record(tuned)))
   (model_dir / "results" / "rte_dev_metrics.json").write_text(
       json.dumps({"accuracy": 61.25, "loss": 0.65}))
-  provenance = conversion.checkpoint_provenance(str(model_dir / "trial_1" / "ckpt-20"), "cmd")
+  provenance = checkpoint_conversion.checkpoint_provenance(
+      str(model_dir / "trial_1" / "ckpt-20"), "cmd")
   card = hf.model_card("encoder", tuned.encoder_config(), 128, 500, True, provenance)
   assert card.startswith("# ELECTRA encoder (ElectraModel), fine-tuned with electra-tf\n")
   for line in ("- checkpoint: step 20", "- fine-tuned on: rte",
@@ -320,7 +325,7 @@ def test_a_finetuned_checkpoints_card_states_its_finetuning(tmp_path):
 def saved_import(tmp_path_factory):
   """The pair transformers saved (make_fixture.py), imported."""
   out = tmp_path_factory.mktemp("saved") / "imported"
-  assert conversion.hf_to_project(SAVED_PAIR, str(out)) == str(out / "model.ckpt")
+  assert checkpoint_conversion.hf_to_project(SAVED_PAIR, str(out)) == str(out / "model.ckpt")
   return out
 
 
@@ -406,8 +411,8 @@ def test_transformers_saved_pair_comes_back_bit_for_bit(saved_import, tmp_path):
   measured: its logits on the export equal reference.npz exactly)."""
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   hparams = json.loads((saved_import / "hparams.json").read_text())
-  conversion.project_to_hf(str(saved_import), PretrainingConfig.create(hparams),
-                        str(saved_import / "vocab.txt"), True, str(tmp_path / "hf"))
+  checkpoint_conversion.project_to_hf(str(saved_import), PretrainingConfig.create(hparams),
+                                   str(saved_import / "vocab.txt"), True, str(tmp_path / "hf"))
   for part in ("discriminator", "generator"):
     theirs = load_file(str(SAVED / part / "model.safetensors"))
     ours = load_file(str(tmp_path / "hf" / part / "model.safetensors"))
@@ -458,7 +463,7 @@ def test_transformers_saved_cased_tokenizer_imports_cased(tmp_path):
   shutil.copytree(SAVED / "discriminator", folder)
   for name in ("tokenizer.json", "tokenizer_config.json"):
     shutil.copyfile(SAVED / "cased_tokenizer" / name, folder / name)
-  conversion.hf_to_project([str(folder)], str(tmp_path / "out"))
+  checkpoint_conversion.hf_to_project([str(folder)], str(tmp_path / "out"))
   assert json.loads((tmp_path / "out" / "hparams.json").read_text())["do_lower_case"] is False
   ref = json.loads((SAVED / "reference.json").read_text(encoding="utf-8"))
   assert _our_ids(tmp_path / "out" / "vocab.txt", False, ref["texts"]) == ref["cased_ids"]
@@ -563,7 +568,7 @@ def test_bad_transformers_folders_are_one_line_errors_and_write_nothing(tmp_path
   for name, (folders, message) in _bad_saved_cases(tmp_path).items():
     out = tmp_path / f"out_{name}"
     with pytest.raises(ValueError) as raised:
-      conversion.hf_to_project(folders, str(out))
+      checkpoint_conversion.hf_to_project(folders, str(out))
     assert message in str(raised.value) and "\n" not in str(raised.value), (name, raised.value)
     assert not out.exists(), name
 

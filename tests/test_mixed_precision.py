@@ -7,8 +7,8 @@ import tf_keras as keras
 
 from electra_tf import optimization
 from electra_tf import train_loop
-from electra_tf.bench import step as step_bench
 from electra_tf.errors import ConfigError
+from electra_tf.measure import step as step_bench
 from electra_tf.pretrain import job as job_lib
 from electra_tf.pretrain.config import PretrainingConfig
 

@@ -17,10 +17,10 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 import tensorflow as tf
 
 from electra_tf import tokenization
-from electra_tf.pretrain import vocab as vocab_lib
+from electra_tf.pretrain import vocab_builder
 from electra_tf.pretrain import wordpiece_learner
 
-RESERVED = list(vocab_lib.RESERVED_TOKENS)
+RESERVED = list(vocab_builder.RESERVED_TOKENS)
 
 
 def word_counts(lines, do_lower_case):
@@ -85,4 +85,4 @@ def test_build_vocab_equals_bert_vocab_from_dataset(book_lines):
   expected = bert_vocab_from_dataset.bert_vocab_from_dataset(
       dataset, vocab_size=700, reserved_tokens=RESERVED,
       bert_tokenizer_params={"lower_case": False}, learn_params={"lower_thresh": 1})
-  assert vocab_lib.build_vocab(lines, vocab_size=700) == expected[:700]
+  assert vocab_builder.build_vocab(lines, vocab_size=700) == expected[:700]

@@ -8,7 +8,7 @@ A page holds a generated table between two HTML comments:
 
 The names are files of docs/results/, each the record a benchmark command
 writes with `--json_output` (`--output` of electra_tf.bench_memory):
-{"command", "date", "machine", "commit", "result"} (electra_tf/bench/record.py).
+{"command", "date", "machine", "commit", "result"} (electra_tf/measure/record.py).
 The kind of table follows from the result: a train step (with `speedup`),
 the input pipeline (`"mode": "input_only"`), an export's signatures
 (`text_latency_ms_p50`) or peak memory (`measurements`).

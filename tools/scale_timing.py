@@ -38,8 +38,8 @@ import time
 from absl import flags
 
 from electra_tf import cli
-from electra_tf.bench import record
 from electra_tf.errors import ConfigError
+from electra_tf.measure import record
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLAGS = flags.FLAGS
@@ -55,7 +55,7 @@ def define_flags() -> None:
   flags.DEFINE_boolean("fallback", False, "Also time a checkpoint without the input position.")
   flags.DEFINE_string("json_output", None,
                       "Also write the JSON object, with the command line, date, machine and "
-                      "git commit (electra_tf/bench/record.py), to this file.")
+                      "git commit (electra_tf/measure/record.py), to this file.")
   flags.mark_flags_as_required(["pretrain_tfrecords", "vocab_file", "work_dir"])
 
 

@@ -5,34 +5,12 @@ r"""Peak memory of the pre-training step, and the largest micro-batch that fits.
         [--mixed_precision=bfloat16|float16] [--memory_budget_gb=G] \
         [--max_batch=1024] [--project_gb=16,40,80] [--output=FILE.json]
 
-Each configuration (model size, sequence length, micro-batch, recompute_layers
-off/on) runs in a fresh process, so that one configuration's peak never hides
-another's: it builds the pre-training job (generator, discriminator,
-optimizer; `--hparams` applies), runs ONE full train step (forward,
-backward, update; the first step, so tracing is included) on a synthetic
-batch (`electra_tf.bench.step.synthetic_batch`) and reports
-
-  peak_gb   the process's peak resident set size (CPU), or the GPU
-            allocator's peak (GPU);
-  built_gb  the same just before the step (runtime, weights, Adam slots);
-  step_gb   peak_gb - built_gb: what the step adds (activations, gradients).
-
-From the two largest measured batches of a (size, seq, recompute) the
-command fits peak_gb = fixed_gb + per_sequence_gb * batch and projects, for
-each budget of `--project_gb`, the largest micro-batch and the
-gradient_accumulation_steps that give the official batch of that size (128
-small, 256 base, 2048 large): a projection, exact only for the device the
-figures were measured on.  `--memory_budget_gb` also finds by measurement
-(doubling, then bisection, one process per probe) the largest micro-batch
-whose peak fits the budget.  The last line printed is one JSON object:
-
-  {"device", "measurements": [...], "fits": [...] (with --memory_budget_gb),
-   "projection": [...]}
-
-A configuration whose process fails (e.g. out of memory) is reported with
-`"error"` instead of figures; when every one fails the command prints no
-result and ends with one error line (exit status 2).  docs/big_batches.md
-holds measured tables.
+Each configuration runs ONE full train step in a fresh process; the last
+line printed is one JSON object {"device", "measurements", "fits" (with
+--memory_budget_gb), "projection"}.  A configuration whose process fails is
+reported with "error"; when all fail, one error line (exit status 2).  What
+is measured and projected: docs/big_batches.md.  The measurements:
+electra_tf/measure/peak_memory.py.
 """
 
 from __future__ import annotations
@@ -47,10 +25,10 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
-from electra_tf.bench import peak_memory
-from electra_tf.bench import record
 from electra_tf.config import MODEL_SIZES
 from electra_tf.errors import ConfigError, TrainingError
+from electra_tf.measure import peak_memory
+from electra_tf.measure import record
 
 FLAGS = flags.FLAGS
 
@@ -70,7 +48,7 @@ def define_flags() -> None:
                     "Memory budgets (GB) of the micro-batch / accumulation projection.")
   flags.DEFINE_string("output", None,
                       "Also write the JSON object to this file, in a record with the command "
-                      "line, date, machine and git commit (electra_tf/bench/record.py).")
+                      "line, date, machine and git commit (electra_tf/measure/record.py).")
   flags.DEFINE_string("measure", None,
                       "Internal: SIZE,SEQ,BATCH,RECOMPUTE (0/1) measured in this "
                       "process; prints one JSON line.")

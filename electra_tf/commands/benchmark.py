@@ -1,29 +1,16 @@
-r"""Speed of the pre-training step, of the input pipeline, or of an export's
-signatures; the last line printed is one JSON object (its fields:
-docs/performance.md, "The benchmark's JSON").  The code is in
-electra_tf/bench/ (step.py, input_pipeline.py, serving.py).
+r"""Speed of the pre-training step, of the input pipeline, or of an export's signatures.
 
     python -m electra_tf.benchmark --model_size=small --batch_size=32 \
         --seq_length=128 --steps=10 [--mixed_precision=bfloat16|float16] \
         [--jit_compile] [--hparams=JSON] [--baseline=model_garden] \
         [--baseline_precision=float32|bfloat16] [--pairs=3] [--profile_dir=D] --json
-
-times the full train step (generator, sampling, discriminator, losses,
-gradients, update; masking excluded) on one synthetic batch after
-`--warmup_steps` untimed steps, `--pairs` times (median), alternating with
-Model Garden's ElectraPretrainer of the same sizes when `--baseline` is given.
-
     python -m electra_tf.benchmark --input_only --pretrain_tfrecords=GLOB \
         [--seq_length=128] [--batch_size=32] [--steps=200] [--vocab_file=V] --json
-
-times the pre-training input pipeline alone (read, checksum, decode, mask,
-batch, prefetch).
-
     python -m electra_tf.benchmark --export_dir=DIR [--batch_size=32] \
         [--seq_length=128] [--steps=10] [--latency_calls=100] --json
 
-times the `text` and ids signatures of a pre-training or classification export
-on the same inputs, alternating.
+The last line printed is one JSON object; what each mode times and its
+fields: docs/performance.md.  The measurements: electra_tf/measure/.
 """
 
 from __future__ import annotations
@@ -37,11 +24,11 @@ from absl import flags
 from electra_tf import cli
 from electra_tf import config as config_lib
 from electra_tf import fileio
-from electra_tf.bench import input_pipeline
-from electra_tf.bench import record
-from electra_tf.bench import serving as serving_bench
-from electra_tf.bench import step as step_bench
 from electra_tf.errors import ConfigError
+from electra_tf.measure import input_pipeline
+from electra_tf.measure import record
+from electra_tf.measure import signature_speed
+from electra_tf.measure import step as step_bench
 from electra_tf.pretrain.config import PretrainingConfig
 
 FLAGS = flags.FLAGS
@@ -72,7 +59,7 @@ def define_flags() -> None:
   flags.DEFINE_boolean("json", False, "Print only the JSON line (no human-readable lines).")
   flags.DEFINE_string("json_output", None,
                       "Also write the JSON object, with the command line, date, machine and "
-                      "git commit (electra_tf/bench/record.py), to this file.")
+                      "git commit (electra_tf/measure/record.py), to this file.")
   flags.DEFINE_string("export_dir", None,
                       "Time this SavedModel's text and ids signatures instead of training.")
   flags.DEFINE_integer("latency_calls", 100,
@@ -155,8 +142,9 @@ def main() -> int:
     _check_counts("batch_size", "seq_length", "steps", "latency_calls")
     if FLAGS.seq_length < 3:
       raise ConfigError(f"--seq_length: {FLAGS.seq_length} must be >= 3 with --export_dir")
-    result = serving_bench.run_serving_benchmark(FLAGS.export_dir, FLAGS.batch_size, FLAGS.seq_length,
-                                   FLAGS.steps, FLAGS.latency_calls, FLAGS.warmup_steps)
+    result = signature_speed.run_serving_benchmark(
+        FLAGS.export_dir, FLAGS.batch_size, FLAGS.seq_length, FLAGS.steps,
+        FLAGS.latency_calls, FLAGS.warmup_steps)
     if not FLAGS.json:
       print(f"{FLAGS.export_dir}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: text "
             f"{result['text_seq_per_sec']:.1f} seq/s, ids {result['ids_seq_per_sec']:.1f} "

@@ -7,10 +7,9 @@ and, with --openwebtext_dir, build_openwebtext_pretraining_dataset.py).
       [--nostrip_accents] [--seed=N] [--tokenizer=fast|reference] \
       [--skip_invalid_utf8] [--num_workers=CORES] [--checkpoint_every_mb=64]
 
-What it reads and writes: electra_tf/pretrain/tfrecords.py.  Ctrl-C (or
-SIGTERM, or kill -9) stops it with no file under a final name (exit status
-130); the same command again finishes what is missing, and the result is
-byte for byte that of an uninterrupted build.
+An interrupted build (exit status 130) leaves no file under a final name and
+the same command finishes it, byte for byte as an uninterrupted one
+(docs/pretraining.md).  What it writes: electra_tf/pretrain/tfrecords.py.
 """
 
 import signal

@@ -4,10 +4,8 @@ r"""Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's learner
       --vocab_size=N --output_file=FILE [--nodo_lower_case] [--nostrip_accents] \
       [--skip_invalid_utf8]
 
-The output's folders are made; the learner may find fewer entries than
---vocab_size, and the jobs take vocab_size from the vocab file's entry count,
-so nothing needs typing again.  How the vocab is learned:
-electra_tf/pretrain/vocab.py.
+The learner may find fewer entries than --vocab_size; the jobs read
+vocab_size from the file.  How: electra_tf/pretrain/vocab_builder.py.
 """
 
 import os
@@ -16,7 +14,7 @@ from absl import flags
 
 from electra_tf import cli
 from electra_tf import fileio
-from electra_tf.pretrain import vocab as vocab_lib
+from electra_tf.pretrain import vocab_builder
 
 FLAGS = flags.FLAGS
 
@@ -39,13 +37,13 @@ def main() -> int:
   output_dir = os.path.dirname(FLAGS.output_file) or "."
   fileio.check_writable(output_dir, "--output_file", create=False)
   if FLAGS.corpus_dir:
-    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
-                                        FLAGS.skip_invalid_utf8)
+    texts = vocab_builder.read_corpus_texts(FLAGS.corpus_dir, "--corpus_dir",
+                                            FLAGS.skip_invalid_utf8)
   else:
-    texts = vocab_lib.read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
-                                        FLAGS.skip_invalid_utf8)
-  vocab = vocab_lib.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
-                                FLAGS.strip_accents)
+    texts = vocab_builder.read_corpus_texts(FLAGS.corpus_files, "--corpus_files",
+                                            FLAGS.skip_invalid_utf8)
+  vocab = vocab_builder.build_vocab(texts, FLAGS.vocab_size, FLAGS.do_lower_case,
+                                    FLAGS.strip_accents)
   os.makedirs(output_dir, exist_ok=True)
   fileio.atomic_write_text(FLAGS.output_file, "".join(t + "\n" for t in vocab))
   found = ("" if len(vocab) == FLAGS.vocab_size else

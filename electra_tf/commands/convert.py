@@ -1,53 +1,21 @@
-r"""Converts checkpoints between Google's official TF1 layout and the project's.
+r"""Converts checkpoints between Google's official TF1 layout, the project's and transformers'.
 
   python -m electra_tf.convert --official_checkpoint=PREFIX --hparams=JSON \
       [--vocab_file=VOCAB] [--nodo_lower_case] --output_dir=DIR
-    reads a checkpoint in the official variable layout (electra/...,
-    generator/..., generator_predictions/..., discriminator_predictions/...;
-    Google's released electra_small / base / large use it) and writes the
-    project checkpoint DIR/model.ckpt: `tf.train.Checkpoint(model=<the
-    ElectraPretrainer>)`, which every entry point takes as --init_checkpoint,
-    with the architecture and casing it was given (DIR/electra_config.json)
-    and VOCAB as DIR/vocab.txt: export, fine-tuning and --to_hf read them
-    from there.
-
   python -m electra_tf.convert --to_official --checkpoint=PATH --hparams=JSON \
       --output_dir=DIR
-    writes DIR/model.ckpt in the official TF1 layout from a project checkpoint
-    (a prefix, or a directory such as a pre-training model_dir).
-
   python -m electra_tf.convert --to_hf=DIR --checkpoint=PATH --hparams=JSON \
       --vocab_file=VOCAB [--nodo_lower_case] [--encoder_only]
-    writes DIR/discriminator (transformers' ElectraForPreTraining) and
-    DIR/generator (ElectraForMaskedLM), or with --encoder_only (a fine-tuned
-    checkpoint) DIR/encoder (ElectraModel): config.json, model.safetensors,
-    vocab.txt, tokenizer files and a model card each (electra_tf/hf.py); the
-    card states what the checkpoint was trained with when the pre-training
-    job's record (training_runs.json) is beside it, and only what the
-    checkpoint shows otherwise.  VOCAB (default: the vocab.txt beside the
-    checkpoint) must be the one the checkpoint was trained with: another
-    than the one beside it, or one with another entry count than its
-    embedding table's rows, is refused.
-
   python -m electra_tf.convert --from_hf=DISC_DIR[,GEN_DIR] --output_dir=DIR
-    reads transformers ELECTRA folders (safetensors; the vocab from vocab.txt
-    or tokenizer.json, the casing from the tokenizer files; a tied generator
-    output layer left out of the file is the word table) and writes
-    DIR/model.ckpt, DIR/hparams.json (do_lower_case included) and
-    DIR/vocab.txt: with both folders a project checkpoint
-    of the pair (continued pre-training: run_pretraining.py --init_checkpoint=DIR
-    --vocab_file=DIR/vocab.txt, which reads the architecture and casing from
-    hparams.json), with one folder the discriminator encoder in the official
-    layout (run_finetuning.py --init_checkpoint=DIR).  The vocab and casing
-    are the folders' own: a --vocab_file or --do_lower_case that contradicts
-    them is refused.
 
---hparams (a JSON object or .json file, official names) describes the model,
-as for pre-training.  Both directions are strict: a variable that is
-unmapped, missing or mis-shaped stops the conversion with a one-line error.
-DIR also gets a `checkpoint` state file, so DIR itself works as a checkpoint
-path; it must not exist yet (or be empty) and is written through a temporary
-directory, so a failure leaves nothing under its name.
+--official_checkpoint writes the project checkpoint DIR/model.ckpt with the
+architecture and casing it was given (electra_config.json) and VOCAB as
+DIR/vocab.txt; --to_official the reverse; --to_hf writes transformers'
+folders (DIR/discriminator and DIR/generator, or DIR/encoder); --from_hf
+reads them back.  --hparams (official names) describes the model.  Every
+direction is strict (a variable unmapped, missing or mis-shaped is a
+one-line error) and writes DIR through a temporary directory.
+docs/huggingface.md, docs/faithfulness.md.
 """
 
 import os
@@ -56,10 +24,10 @@ import sys
 
 from absl import flags
 
+from electra_tf import checkpoint_conversion
 from electra_tf import checkpoints
 from electra_tf import cli
 from electra_tf import config as config_lib
-from electra_tf import conversion
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 
@@ -101,16 +69,16 @@ def main() -> int:
                         f"{FLAGS.checkpoint}")
     checkpoints.check_vocab(vocab_file, FLAGS.checkpoint, "--vocab_file")
     command = "python -m electra_tf.convert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    for folder in conversion.project_to_hf(FLAGS.checkpoint, config, vocab_file,
-                                        config.do_lower_case, FLAGS.to_hf, FLAGS.encoder_only,
-                                        command):
+    for folder in checkpoint_conversion.project_to_hf(
+        FLAGS.checkpoint, config, vocab_file, config.do_lower_case, FLAGS.to_hf,
+        FLAGS.encoder_only, command):
       print(f"wrote {folder}")
     return 0
   if FLAGS.from_hf:
     if not FLAGS.output_dir:
       raise ConfigError("--from_hf=DISC_DIR[,GEN_DIR] needs --output_dir")
-    written = conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir, FLAGS.vocab_file,
-                                       FLAGS.do_lower_case)
+    written = checkpoint_conversion.hf_to_project(FLAGS.from_hf, FLAGS.output_dir,
+                                                  FLAGS.vocab_file, FLAGS.do_lower_case)
     print(f"wrote {written}")
     return 0
   if not FLAGS.output_dir:
@@ -125,13 +93,13 @@ def main() -> int:
     config = PretrainingConfig.from_flags(
         FLAGS.hparams, {"model_dir": config_lib.record_directory(FLAGS.checkpoint)},
         checkpoint=FLAGS.checkpoint)
-    written = conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
+    written = checkpoint_conversion.project_to_official(FLAGS.checkpoint, config, FLAGS.output_dir)
   else:
     config = PretrainingConfig.from_flags(
         FLAGS.hparams, {"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
         checkpoint=FLAGS.official_checkpoint)
-    written = conversion.official_to_project(FLAGS.official_checkpoint, config,
-                                             FLAGS.output_dir, FLAGS.vocab_file)
+    written = checkpoint_conversion.official_to_project(FLAGS.official_checkpoint, config,
+                                                        FLAGS.output_dir, FLAGS.vocab_file)
   print(f"wrote {written}")
   return 0
 

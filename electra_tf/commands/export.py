@@ -4,34 +4,13 @@ r"""Exports the discriminator as a TensorFlow SavedModel.
       [--hparams=JSON] [--vocab_file=VOCAB] [--nodo_lower_case] [--nostrip_accents]
   python -m electra_tf.export --checkpoint=PATH --export_dir=DIR --signatures=ids
 
-PATH is a project checkpoint (prefix or directory, e.g. a pre-training
-model_dir or a converted Google checkpoint) or a Google/official TF1
-checkpoint.  The architecture, casing and vocab come from what is recorded
-beside PATH (a pre-training model_dir's electra_config.json and vocab.txt, a
-conversion's); --hparams (as for pre-training), --vocab_file (the model's
-WordPiece vocab) and --do_lower_case give them for a checkpoint without a
-record (a given hparam or casing that contradicts the record, another vocab
-than the one beside the checkpoint, or one with another entry count than its
-embedding table's rows, is refused before anything is written).  The
-SavedModel's `serving_default` signature takes int32 `input_ids`,
-`input_mask`, `segment_ids` of shape [batch, seq] (any batch, any seq up to
-max_position_embeddings) and returns float32:
-  sequence_output       [batch, seq, hidden]  last discriminator layer
-  pooled_output         [batch, hidden]       the [CLS] vector
-  discriminator_logits  [batch, seq]          replaced-token logits
-  discriminator_probs   [batch, seq]          sigmoid of the logits
-(the last two only when the model has a discriminator head, i.e. an
-ElectraPretrainer with electra_objective).  Its `text` signature
-(electra_tf.serving_text) takes tf.string `text` [batch], tokenizes each text
-in the graph, packs it as `[CLS] text [SEP]` cut to max_seq_length (the
-hparam) and padded to the longest row, and returns the same outputs with seq
-= that length, plus
-  tokens                [batch, seq]          string word pieces ("" padding)
-  input_mask            [batch, seq]          int32, 1 on the pieces
-It loads with `tf.saved_model.load` after `import tensorflow_text`, without
-this project; with --signatures=ids (no `text` signature, no vocab) it loads
-with TensorFlow alone.  The export is written to a temporary directory and renamed,
-so a crash never leaves a half-written export under DIR.
+PATH is a project checkpoint (prefix or directory) or an official TF1 one;
+the architecture, casing and vocab come from the record beside it, else from
+--hparams, --vocab_file and --do_lower_case (a contradiction is refused
+before anything is written).  Signatures: `serving_default` (int32
+input_ids, input_mask, segment_ids [batch, seq]) and `text` (tf.string
+[batch]; needs `import tensorflow_text` to load); their outputs:
+docs/serving.md.  Written through a temporary directory.
 """
 
 from __future__ import annotations
@@ -47,7 +26,7 @@ from electra_tf import tokenization
 from electra_tf.errors import ConfigError
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from electra_tf.serving import export_saved_model
+from electra_tf.saved_model import export_saved_model
 
 FLAGS = flags.FLAGS
 

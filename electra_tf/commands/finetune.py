@@ -1,24 +1,15 @@
 r"""Fine-tunes ELECTRA on GLUE, SQuAD 1.1/2.0, MRQA, chunking and NER (official recipe).
 
     python run_finetuning.py --data_dir=DIR --task_names=rte[,sst,...] \
-        [--model_size=small] [--init_checkpoint=PATH] [--model_dir=DIR] \
+        [--model_size=small] [--init_checkpoint=PATH|none] [--model_dir=DIR] \
         [--hparams=JSON] [--strategy=auto] [--do_train] [--do_eval] \
         [--export_dir=DIR]
 
-Raw data follow the official layout DIR/finetuning_data/<task>/; the vocab is
---vocab_file, else the vocab.txt beside --init_checkpoint (a pre-training
-model_dir, a converted checkpoint), else DIR/models/<model_name>/vocab.txt,
-else DIR/vocab.txt.
---init_checkpoint is a project checkpoint (a pre-training model_dir or a
-ckpt prefix, or a Google checkpoint converted by `python -m
-electra_tf.convert`) or an official TF1 checkpoint; without it the encoder
-starts from DIR/models/<model_name>, which must hold one (as official);
---init_checkpoint=none fine-tunes from random initialisation.  --hparams takes the official configure_finetuning.py
-names (a JSON object or a .json file); the flags that share a name with an
-hparam override it.  Several tasks train jointly, as official.  Results go to
-MODEL_DIR/results/ (test-set files of write_test_outputs to
-MODEL_DIR/test_predictions/) and a table of them is printed at the end;
-rerunning the same command resumes.  The job: electra_tf/finetune/job.py.
+Raw data in the official layout DIR/finetuning_data/<task>/; --hparams takes
+the official configure_finetuning.py names, flags of the same name override
+them; several tasks train jointly; rerunning resumes.  Where the vocab and
+the initial checkpoint come from, results: docs/finetuning.md.  The job:
+electra_tf/finetune/job.py.
 """
 
 from absl import flags
@@ -33,10 +24,8 @@ FLAGS = flags.FLAGS
 
 
 class _TaskNamesFlag(flags.Flag):
-  """--task_names (a comma-separated list), whose help lists the registered
-  tasks with each class's help line.  The help is built when it is shown:
-  reading the classes imports their modules, and so TensorFlow, which the
-  other errors of the command do not wait for."""
+  """--task_names (comma-separated); its help, built when shown, lists the
+  registered tasks."""
 
   @property
   def help(self) -> str:

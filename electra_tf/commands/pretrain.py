@@ -5,21 +5,10 @@
     python run_pretraining.py          # the embedded default: a few CPU minutes
 
 Hyperparameters take their official names in --hparams (a JSON string or a
-.json file); the flags below that share a name with an hparam override it.
-The official directory conventions hold: data_dir/pretrain_tfrecords/
-pretrain_data.tfrecord*, data_dir/vocab.txt, data_dir/models/<model_name>.
-Re-running the same command resumes from the latest checkpoint in model_dir;
-a rerun takes every hparam the run recorded (model_dir/training_runs.json)
-unless it sets it, so `--model_dir=DIR --num_train_steps=N` extends a run and
-`--model_dir=DIR --do_eval` evaluates it on its eval_tfrecords.
-The architecture: --model_size and the hparam model_hparam_overrides, e.g.
-  --hparams='{"model_hparam_overrides": {"hidden_size": 128,
-  "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 512},
-  "embedding_size": 64}'
-(heads default to hidden // 64, intermediate to 4 x hidden, embedding_size to
-128 for small and the hidden size otherwise); it is typed once: reruns,
-evaluation, fine-tuning, export and conversion read it from model_dir.
-The job: electra_tf/pretrain/job.py.
+.json file); a flag that shares an hparam's name overrides it.  Rerunning a
+command resumes from model_dir with the hparams the run recorded
+(training_runs.json) unless it sets them.  Directories, the architecture
+hparams and reruns: docs/pretraining.md.  The job: electra_tf/pretrain/job.py.
 """
 
 import shlex

@@ -1,16 +1,9 @@
 """The single source of every fine-tuning hyperparameter.
 
 `FinetuningConfig` carries the official `configure_finetuning` names and
-defaults (an official `--hparams` JSON loads unchanged), built once by
-`FinetuningConfig.create`.  Resolution, as official: defaults; the user's
-hparams and same-named flags; each task's `single_task_defaults`; model-size
-defaults; `debug` overrides; the user's values again, so they win.  The
-single-task and size defaults: docs/finetuning.md.  Data and the
-pre-trained model follow the official layout under `data_dir`; unlike the
-official code, results go to `model_dir/results/` and test predictions to
-`model_dir/test_predictions/`, and when model_dir is given (and
-preprocessed_data_dir is not) the featurized-data cache goes there too,
-`model_dir/featurized_data/`, not into data_dir.
+defaults, built once by `FinetuningConfig.create` in the official order.
+Unlike the official code, results, test predictions and (with model_dir)
+the featurized-data cache go under model_dir.  docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -144,7 +137,7 @@ class FinetuningConfig(JobConfig):
   # results/epoch_metrics.json (finetune/job.py, record_epoch)
   epoch_metrics: bool = False
 
-  # locations (official conventions under data_dir; see module docstring)
+  # locations (official conventions under data_dir; docs/finetuning.md)
   init_checkpoint: str = ""
   preprocessed_data_dir: str = ""
 

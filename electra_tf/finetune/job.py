@@ -1,31 +1,12 @@
 """The fine-tuning job (official run_finetuning.py): trials of train + eval.
 
-`run(config, ...)` first checks every input (strategy, vocab, initial
-checkpoint, export targets, model_dir) and reads every data file it will need,
-so that a bad flag, hparam or data row stops the job before anything is
-written to model_dir.  Then, for each trial t = 1..num_trials:
-
-  1. builds a `FinetuningModel` (seed + t - 1 seeds its heads, dropout and
-     data order) whose encoder comes from the initial checkpoint: the one
-     given (a project checkpoint: pre-training model_dir, ckpt prefix, or a
-     converted Google checkpoint; or an official TF1 checkpoint), else, as
-     official, `data_dir/models/<model_name>`, which must hold one; random
-     initialisation only for init_checkpoint "none" (logged).  Only the
-     encoder (`electra/...`) is loaded; the heads start fresh;
-  2. trains all tasks jointly as official: the training examples of every task
-     shuffled together, featurized, padded with rows of task_id =
-     len(task_names) to a multiple of train_batch_size, then repeated,
-     shuffled (buffer 100) and batched; the loss of a batch is the sum of each
-     row's loss under its own task (`model.multitask_loss`); AdamWeightDecay
-     with layer-wise rates and warm-up num_train_steps * warmup_proportion;
-     num_train_steps = padded rows // batch * num_train_epochs;
-  3. evaluates every task on its dev split(s) and writes the result files
-     (outputs.py) to model_dir/results/ (and, when num_trials > 1, a copy to
-     results/trial_<t>/ so that no trial's predictions are lost), plus test
-     predictions for the first n_writes_test trials when write_test_outputs.
-
-model_dir's layout, resuming and the featurized-data cache: docs/finetuning.md
-("The job's model_dir").
+`run(config, ...)` checks every input and reads every data file first, so a
+bad flag, hparam or data row stops the job before anything is written.  Then
+each trial t = 1..num_trials (seed + t - 1) builds a `FinetuningModel` whose
+encoder comes from the initial checkpoint (`initial_checkpoint`), trains all
+tasks jointly as official and evaluates every task, writing the result files
+(outputs.py) to model_dir/results/.  Joint training, trials, model_dir's
+layout, resuming and the featurized-data cache: docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -53,9 +34,9 @@ from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import outputs
 from electra_tf.finetune import task_builder
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.config import NO_CHECKPOINT, FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Features, Task, combine_features
@@ -98,9 +79,8 @@ class TrainingData:
   """The training features of all tasks, unshuffled.
 
   arrays: every feature of every task, [N, ...] (other tasks' keys are zero);
-  groups: [N] int64, the example each row came from (numbered across tasks),
-  so that shuffling keeps an example's rows (SQuAD windows) together.
-  """
+  groups: [N] int64, the example each row came from, so shuffling keeps an
+  example's rows (SQuAD windows) together."""
   arrays: Dict[str, np.ndarray]
   groups: np.ndarray
 
@@ -109,11 +89,9 @@ class TrainingData:
 
 
 def load_tokenizer(config: FinetuningConfig) -> tokenization.FullTokenizer:
-  """The WordPiece tokenizer of vocab_file, whose size must be vocab_size
-  and whose casing must be do_lower_case's (a ConfigError otherwise), unless
-  both are the init checkpoint's own (its record and the vocab beside it:
-  what the model was trained with, e.g. a transformers import whose
-  lower-casing tokenizer has upper-case pieces)."""
+  """The WordPiece tokenizer of vocab_file.  ConfigError unless its size is
+  vocab_size and its casing do_lower_case's, or both are the init
+  checkpoint's own (its record and the vocab beside it)."""
   tokenizer = tokenization.FullTokenizer(config.vocab_file,
                                          do_lower_case=config.do_lower_case)
   tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, config.vocab_file)
@@ -241,14 +219,9 @@ def _cached_training_data(path: str, record: Dict[str, Any]) -> Optional[Trainin
 
 def training_data(config: FinetuningConfig, tasks: Sequence[Task]
                   ) -> TrainingData:
-  """Featurized training data, from/to the cache when use_tfrecords_if_existing.
-
-  The cache, preprocessed_data_dir/<task names, sorted>_train.npz, holds its
-  `feature_record` (under CACHE_RECORD_KEY; a copy in the .json beside it
-  for people): a cache made from other inputs is rebuilt, never reused.
-  It is replaced by a rename, so a job reading it meanwhile reads the old
-  file whole, and checks the record it holds.
-  """
+  """Featurized training data, from/to the cache when use_tfrecords_if_existing:
+  preprocessed_data_dir/<task names, sorted>_train.npz, rebuilt when its
+  `feature_record` (CACHE_RECORD_KEY) differs, replaced by a rename."""
   if not config.use_tfrecords_if_existing:
     return featurize_training_data(tasks)
   prefix = os.path.join(config.preprocessed_data_dir,
@@ -525,12 +498,9 @@ def evaluate_trial(job: TrialJob, eval_data: Dict[str, Dict[str, SplitData]],
 
 # ------------------------------------------------------ checks, the job
 def initial_checkpoint(config: FinetuningConfig) -> Optional[str]:
-  """The checkpoint prefix the encoder starts from (None: random init).
-
-  As official, fine-tuning starts from a pre-trained model: init_checkpoint,
-  by default data_dir/models/<model_name>, must hold a checkpoint.  Random
-  initialisation happens only when asked for, with init_checkpoint "none".
-  """
+  """The checkpoint prefix the encoder starts from; None (random init) only
+  for init_checkpoint "none".  As official, the default data_dir/models/
+  <model_name> must hold a checkpoint."""
   if config.init_checkpoint == NO_CHECKPOINT:
     return None
   if (config.init_checkpoint == config.pretrained_model_dir and
@@ -559,10 +529,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
         export_dir: Optional[str] = None,
         export_text: bool = True) -> List[Dict[str, Dict[str, float]]]:
   """The whole job (module docstring); returns the results of every trial.
-  Exports get the text signature beside the ids one when export_text.
-
-  Fine-tuning runs on one host (as official): `--strategy=multi_worker_mirrored`
-  is refused."""
+  One host only, as official: multi_worker_mirrored is refused."""
   if not (config.do_train or config.do_eval or export_dir):
     raise ConfigError("hparams do_train and do_eval are both false and there "
                       "is no --export_dir: nothing to do")
@@ -647,7 +614,7 @@ def run(config: FinetuningConfig, *, strategy_name: str = "auto",
       if exporting:
         for task in tasks:
           target = os.path.join(export_dir, task.name)
-          finetune_export.export_task_model(
+          task_saved_model.export_task_model(
               job.model, task, target, overwrite=checkpoints.holds_saved_model(target),
               text=export_text)
           _log(f"Exported the {task.name} model to {target}")

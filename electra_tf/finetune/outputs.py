@@ -1,14 +1,9 @@
 """Result files of fine-tuning, all written atomically.
 
-In `config.results_dir` (model_dir/results): <task>_<split>_metrics.json
-(flat JSON of the official metrics plus "trial", non-finite values as null),
-<task>_<split>_predictions.tsv (`index<TAB>prediction`, `id` for SQuAD;
-tabs and line breaks in a prediction become spaces), a task's tables
-(<task>_<split>_<table>.tsv), the official <tasks>_results.txt / .pkl
-(every trial so far) and span-QA <tasks>_qa/<task>_{preds,null_odds,eval}.json.
-With write_test_outputs, the official test files
-(`write_official_test_outputs`, in `config.test_predictions(...)`).
-The layout for users: docs/finetuning.md.
+In `config.results_dir`: <task>_<split>_metrics.json, _predictions.tsv,
+tables, the official <tasks>_results.txt / .pkl and span-QA
+<tasks>_qa/<task>_{preds,null_odds,eval}.json; with write_test_outputs the
+official test files.  The layout: docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -94,14 +89,10 @@ def write_qa_files(config: FinetuningConfig, task_name: str,
 def write_official_test_outputs(config: FinetuningConfig, task_name: str,
                                 split: str, trial: int, result: EvalResult,
                                 results_dirs: Sequence[str]) -> None:
-  """What the official run_finetuning writes for a test split, where it does.
-
-  GLUE: a pickle of {example id: logits} (STS: the prediction on the
-  normalised scale).  SQuAD 2.0: the test answers and null odds replace the
-  dev ones in qa_preds_file / qa_na_file (in each of `results_dirs`), and the
-  answers after the no-answer threshold go, as JSON, to the `.pkl`-named
-  test_predictions file (official quirks both).  Other tasks: nothing.
-  """
+  """What the official run_finetuning writes for a test split, where it does:
+  GLUE a pickle of {example id: logits}; SQuAD 2.0 the test answers and
+  null odds in qa_preds_file / qa_na_file and the thresholded answers as
+  JSON in the `.pkl`-named file (official quirks); other tasks nothing."""
   path = config.test_predictions(task_name, split, trial)
   if result.example_outputs is not None:
     _makedirs_for(path)

@@ -228,17 +228,11 @@ class ConllSentence:
 def read_conll_sentences(path: str, max_sentences: Optional[int] = None,
                          tag_field: int = -1, span_tags: bool = True
                          ) -> List[ConllSentence]:
-  """The sentences of a CoNLL file (module docstring): lines of
-  `WORD ... TAG` (at least two fields; the tag in field `tag_field`, the
-  last by default), a blank line between sentences, `-DOCSTART-` lines
-  skipped.
-
-  The official reader stops after 101 sentences in debug mode
-  (`max_sentences`).  It also drops a last sentence that is not followed by a
-  blank line; here that sentence is kept.  A line with one field, without
-  field `tag_field` or (span_tags) with a tag that is not O or
-  B-/I-/E-/S-TYPE is a DataError naming file and line.
-  """
+  """The sentences of a CoNLL file: `WORD ... TAG` lines (the tag in field
+  `tag_field`, the last by default), a blank line between sentences,
+  `-DOCSTART-` skipped; at most `max_sentences` (official debug: 101).  A
+  malformed line (or, with span_tags, a tag not O or B-/I-/E-/S-TYPE) is a
+  DataError naming file and line."""
   _require_file(path)
   sentences: List[ConllSentence] = []
   sentence: List[Tuple[str, str, int]] = []

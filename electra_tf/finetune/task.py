@@ -1,16 +1,12 @@
 """The fine-tuning task interface and the pieces every task shares.
 
 A task (official finetune/task.py) reads a split into examples
-(`get_examples`), turns them into fixed-length features (`featurize`), builds
-its head (`build_head`) and scores the head's outputs (`evaluate`: official
-metrics, none for unlabeled splits, and one prediction per example).
-Features are NumPy arrays, one row per feature (N rows; QA makes several per
-example): input_ids, input_mask, segment_ids [N, S] int32, task_id [N]
-int32, <task>_eid [N] int32 and the task's labels.  Heads are layers named
-`task_specific/<task>` (the scope layer-wise decay keys on), called as
-`head({"sequence_output": [B, S, H], "pooled_output": [B, H]}, features,
-training=...)`, returning a dict with at least "loss" [B] (the official
-per-example loss, summed over the batch for training).
+(`get_examples`), featurizes them (`featurize`: NumPy arrays, N rows,
+input_ids, input_mask, segment_ids [N, S] int32, task_id [N], <task>_eid
+[N] and its labels), builds its head (`build_head`: a layer
+`task_specific/<task>` called as `head({"sequence_output": [B, S, H],
+"pooled_output": [B, H]}, features, training=...)` -> at least "loss" [B])
+and scores the head's outputs (`evaluate`).
 """
 
 from __future__ import annotations
@@ -49,15 +45,11 @@ class EvalResult:
   """Official metrics of a split and one (key, prediction) per example, plus
   what the official prediction files hold (None where a task has none):
 
-  example_outputs  GLUE: example id -> the head's logits [num_labels]
-                   (regression: its prediction on the normalised scale)
-  qa_preds         span QA: question id -> the best answer (SQuAD 2.0: the
-                   best non-empty one, before the no-answer threshold)
-  qa_null_odds     SQuAD 2.0: question id -> null score minus the best
-                   answer's score (the answerable logit with the classifier)
-  tables           name -> the text of a tab-separated table written to
-                   results/<task>_<split>_<name>.tsv (ner: per-type scores)
-  """
+  example_outputs  GLUE: example id -> logits [num_labels] (or the prediction)
+  qa_preds         span QA: question id -> the best (non-empty) answer
+  qa_null_odds     SQuAD 2.0: question id -> null score minus best answer's
+  tables           name -> a tab-separated table for
+                   results/<task>_<split>_<name>.tsv"""
   metrics: Dict[str, float]
   predictions: List[Tuple[str, str]]
   key_name: str = "index"  # what the key column holds
@@ -101,18 +93,13 @@ def dense(units: int, name: str, activation=None) -> keras.layers.Dense:
 class Task(abc.ABC):
   """One fine-tuning task (official finetune/task.py).
 
-  What the job asks of a task class before building one (the registry,
-  finetune/config.py TASKS, names the class):
+  Class attributes the job reads before building one:
     help                  one line for the --task_names help
     single_task_defaults  hparams the task sets when it is the only task
-                          (between the defaults and the user's values)
     check_config(config)  ConfigError when the hparams cannot serve it
-    sentence_examples     each example is a text (or a text pair), which
-                          `example_text` gives as one line (not span QA)
-    feature_hparams       the hparams its features depend on besides the
-                          vocab and the data files (the featurized-data
-                          cache records them: job.training_data)
-  """
+    sentence_examples     each example is a text or a text pair
+                          (`example_text`)
+    feature_hparams       hparams its features depend on (the cache's record)"""
   help: ClassVar[str] = ""
   single_task_defaults: ClassVar[Mapping[str, Any]] = {}
   sentence_examples: ClassVar[bool] = False
@@ -165,10 +152,10 @@ class Task(abc.ABC):
     raise TypeError(f"task {self.name}: its examples are not sentences")
 
   def serving_functions(self, model, text_encoder):
-    """(serve, serve_text) of this task's SavedModel (finetune/export.py):
+    """(serve, serve_text) of this task's SavedModel (finetune/task_saved_model.py):
     `serve` takes the ids, `serve_text` raw strings (None when text_encoder
     is None).  model: the FinetuningModel; text_encoder: a
-    serving_text.TextEncoder or None."""
+    text_graph.TextEncoder or None."""
     raise TypeError(f"task {self.name}: {type(self).__name__} has no export")
 
   # ------------------------------------------------------------- helpers

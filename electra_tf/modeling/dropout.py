@@ -1,18 +1,12 @@
 """Dropout whose masks are a function of an explicit seed.
 
-Keras' Dropout draws from op-kernel state that a restart resets, so a resumed
-run would drop other units.  Here the train step names a seed,
-
     with dropout.seeded(seed):        # int64 [2], e.g. (run seed, step)
       outputs = model(batch, training=True)
 
-and each `Dropout` called inside draws its mask from that seed folded with
-its call index, so masks depend only on (seed, step, replica).  The 1 / (1 -
-rate) scaling is official; a unit is dropped when its 16 random bits fall
-below round(rate * 2^16) (half the Philox cost of a float uniform; drop
-probability 0.1000061 for 0.1, docs/faithfulness.md).  Outside `seeded`
-it falls back to stateful tf.nn.dropout.  The seed is per thread, so each
-MirroredStrategy replica uses its own.
+Each `Dropout` called inside draws its mask from that seed folded with its
+call index, so a resumed run drops the same units (docs/faithfulness.md);
+outside `seeded` it is stateful tf.nn.dropout.  Per thread: each
+MirroredStrategy replica has its own seed.
 """
 
 from __future__ import annotations
@@ -41,14 +35,8 @@ def seeded(seed: tf.Tensor, first_call: int = 0) -> Iterator[List]:
 
 
 def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
-  """`fn` whose Dropout layers draw the same masks on every call.
-
-  For activation recomputation (tf.recompute_grad calls `fn` again in the
-  backward pass, outside `seeded`): each call draws the masks of the
-  Dropout calls that come next in the current `seeded` block, and the block
-  goes on after them, so the masks are those `fn` would draw unwrapped.
-  Outside a `seeded` block `fn` is returned as it is.
-  """
+  """`fn` whose Dropout layers draw the same masks on every call (for
+  tf.recompute_grad); outside a `seeded` block `fn` itself."""
   state = getattr(_SEED_STATE, "current", None)
   if state is None:
     return fn
@@ -70,12 +58,8 @@ def step_seed(seed: int, step: tf.Tensor, replica_id: tf.Tensor) -> tf.Tensor:
 
 
 def draw_keep_mask(shape: tf.Tensor, seed: tf.Tensor, rate: float) -> tf.Tensor:
-  """bool `shape`: True where a unit is kept, from 16 stateless random bits a unit.
-
-  Half as many 32-bit Philox draws as units, each split into two 16-bit
-  integers (a bitcast, no copy); a unit is dropped when its integer is below
-  round(rate * 2^16).  `seed`: int [2].
-  """
+  """bool `shape`: True where a unit is kept; dropped when its 16 stateless
+  random bits fall below round(rate * 2^16).  `seed`: int [2]."""
   units = tf.reduce_prod(shape)
   bits = tf.random.stateless_uniform([(units + 1) // 2], seed, minval=None, maxval=None,
                                      dtype=tf.uint32)

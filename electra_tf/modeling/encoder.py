@@ -1,14 +1,8 @@
 """The ELECTRA / BERT Transformer encoder (official `modeling.BertModel`).
 
-Post-LayerNorm: input_ids, segment_ids [B, S] int32 -> EmbeddingLayer (word
-+ token-type + position, LayerNorm) [B, S, E] -> dropout and, when E != H,
-`embeddings_project` [B, S, H] -> num_hidden_layers x TransformerLayer ->
-sequence_output [B, S, H], pooled_output = the [CLS] vector [B, H].
-
 Every variable carries its official TF1 name (`electra/encoder/layer_0/
-attention/self/query/kernel`, ...) from the layer names and the name scopes
-in `call`; an encoder builds its variables when constructed, so construct it
-eagerly and outside any name scope (a strategy scope is fine).  Attention
+attention/self/query/kernel`, ...); an encoder builds its variables when
+constructed, so construct it eagerly and outside any name scope.  Attention
 softmax and LayerNorm statistics are float32 under any dtype policy.
 """
 
@@ -30,12 +24,8 @@ ATTENTION_MASK_ADDER = -10000.0
 
 @tf.custom_gradient
 def gelu(x: tf.Tensor):
-  """Exact Gaussian error linear unit, x * Phi(x) (the erf form, not tanh).
-
-  Forward as official.  The gradient, Phi(x) + x * phi(x), is written out:
-  the autodiff of erf and its products made ~2x the elementwise passes (the
-  result differs from it only by float rounding).
-  """
+  """Exact Gaussian error linear unit, x * Phi(x) (the erf form, not tanh),
+  with its gradient Phi(x) + x * phi(x) written out (docs/performance.md)."""
   cdf = 0.5 * (1.0 + tf.math.erf(x / tf.cast(tf.sqrt(2.0), x.dtype)))
 
   def grad(upstream: tf.Tensor) -> tf.Tensor:
@@ -59,11 +49,8 @@ def get_activation(name: str) -> Optional[Callable[[tf.Tensor], tf.Tensor]]:
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
-  """Official `create_initializer`: normal(0, stddev) truncated at 2 stddev.
-
-  A fresh instance per variable: an unseeded Keras initializer instance
-  returns the same values every time it is called.
-  """
+  """Official `create_initializer`: normal(0, stddev) truncated at 2 stddev;
+  a fresh instance per variable (an unseeded instance repeats its values)."""
   return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
@@ -72,13 +59,8 @@ def _layer_norm_last_axis(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
                           epsilon: tf.Tensor):
   """LayerNorm of x [..., D] over D; gamma and beta [D]; float32 scalar epsilon.
 
-  The forward is the official one op for op (tf.nn.moments, then
-  tf.nn.batch_normalization, as tf.contrib.layers.layer_norm and Keras do),
-  so outputs are bit-identical.  The gradient is the closed form
-      dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * gamma
-  in ~10 elementwise passes where autodiff of the forward took ~20 (the
-  result differs from autodiff's only by float rounding).
-  """
+  Forward op for op the official one (bit-identical); gradient in closed
+  form, dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * gamma."""
   mean, variance = tf.nn.moments(x, [-1], keepdims=True)  # [..., 1] each
   output = tf.nn.batch_normalization(x, mean, variance, beta, gamma, epsilon)
 
@@ -103,13 +85,9 @@ def _from_model_config(cls: type, config: Dict[str, Any]) -> keras.layers.Layer:
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class LayerNorm(keras.layers.LayerNormalization):
-  """Official LayerNorm over the last axis (epsilon 1e-12, gamma and beta).
-
-  Keras' layer (its variables, config and float32 statistics under mixed
-  precision) with `_layer_norm_last_axis` as the computation: the fused
-  kernel needs epsilon >= 1.001e-5, so Keras would build the moments graph
-  and differentiate it op by op.
-  """
+  """Official LayerNorm over the last axis (epsilon 1e-12, gamma and beta):
+  Keras' layer computing `_layer_norm_last_axis` (Keras' fused kernel needs
+  epsilon >= 1.001e-5)."""
 
   def __init__(self, name: str = "LayerNorm", **kwargs: Any):
     kwargs.setdefault("epsilon", LAYER_NORM_EPSILON)
@@ -131,12 +109,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class EmbeddingLayer(keras.layers.Layer):
-  """Word + token-type + position embeddings and their LayerNorm.
-
-  The official `<scope>/embeddings` block.  An ELECTRA generator and
-  discriminator share one instance (official scope `electra/embeddings`).
-  Dropout and `embeddings_project` belong to each encoder, not to this block.
-  """
+  """Word + token-type + position embeddings and their LayerNorm (official
+  `<scope>/embeddings`); a generator and discriminator share one instance."""
 
   def __init__(self, vocab_size: int, embedding_size: int, type_vocab_size: int,
                max_position_embeddings: int, initializer_range: float,
@@ -282,21 +256,17 @@ class TransformerEncoder(keras.layers.Layer):
     config: the model's `ModelConfig`.
     embedding_size: width E of its embedding tables (hidden size when None);
       ignored when `embeddings` is given.
-    embeddings: an `EmbeddingLayer` shared with another encoder (ELECTRA's
-      generator uses the discriminator's).
+    embeddings: an `EmbeddingLayer` shared with another encoder.
     name: the variable scope (`electra`, `generator`, `generator_ltr`, ...).
     ltr, rtl: causal self-attention to the positions before (ltr) or after
-      (rtl) each one, as official BertModel; at most one.
+      (rtl) each one; at most one.
 
   `encoder(input_ids, input_mask, segment_ids, training=..., input_embeddings=
   None, input_reprs=None)`, int32 [B, S].  `input_embeddings` [B, S, E]
-  replaces the word lookup; `input_reprs` [B, S, E or H] the whole embedding
-  block (no dropout); with either, input_ids may be None.  Returns a dict:
-  embeddings [B, S, E], embedding_output [B, S, H], encoder_outputs and
-  attention_probs (lists over layers of [B, S, H] / [B, heads, S, S]),
-  sequence_output [B, S, H], pooled_output [B, H] (sequence_output[:, 0],
-  no pooler, as official).
-  """
+  replaces the word lookup, `input_reprs` [B, S, E or H] the whole embedding
+  block.  Returns embeddings [B, S, E], embedding_output [B, S, H],
+  encoder_outputs and attention_probs (per layer [B, S, H] / [B, heads, S,
+  S]), sequence_output [B, S, H], pooled_output [B, H] (the [CLS] vector)."""
 
   def __init__(self, config: ModelConfig, embedding_size: Optional[int] = None,
                embeddings: Optional[EmbeddingLayer] = None, name: str = "electra",
@@ -389,13 +359,8 @@ class TransformerEncoder(keras.layers.Layer):
 
 
 def _recomputed(layer: TransformerLayer, hidden: tf.Tensor, attention_adder: tf.Tensor):
-  """`layer` in training under tf.recompute_grad: (hidden [B, S, H], probs).
-
-  Only the layer's input is kept for the backward pass, which runs the
-  layer again (with the same dropout masks, `dropout.replayable`) to get
-  its activations: about one more forward pass of compute for the memory of
-  all activations inside the layer.
-  """
+  """`layer` in training under tf.recompute_grad: (hidden [B, S, H], probs);
+  the backward pass runs the layer again with the same dropout masks."""
   forward = dropout.replayable(
       lambda x, adder: tuple(layer(x, adder, training=True)))
   return tf.recompute_grad(forward)(hidden, attention_adder)
@@ -413,12 +378,8 @@ def recompute_layers(model: keras.layers.Layer) -> None:
 def build_discriminator_encoder(model_config: ModelConfig,
                                 embedding_size: Optional[int] = None
                                 ) -> TransformerEncoder:
-  """The discriminator encoder alone (scope `electra`), for fine-tuning/export.
-
-  Pass a job config's `encoder_config()` and `effective_embedding_size`; its
-  variables are named like
-  the pre-trainer's discriminator, so `checkpoints.restore_from_checkpoint`
-  loads them from a project pre-training checkpoint or a Google checkpoint.
-  """
+  """The discriminator encoder alone (scope `electra`), for fine-tuning and
+  export, from a job config's `encoder_config()` and
+  `effective_embedding_size`."""
   return TransformerEncoder(model_config, embedding_size=embedding_size,
                             name="electra")

@@ -1,12 +1,8 @@
 """Pre-training objectives: what each trains and how its losses add up.
 
-An objective holds its losses' settings (official hparams of these names)
-and says which networks it needs (`has_discriminator`, `two_tower`,
-`noise_contrastive`), computes outputs and losses given an
-`ElectraPretrainer` (`__call__`), and names its loss denominators
-(`denominators`, in `denominator_names` order): masked_lm_weight (sum of
-masked_lm_weights), input_mask (sum of input_mask), cloze_weight (sum of
-the cloze weights); summed over replicas they are a global batch's.
+An objective says which networks it needs, computes outputs and losses given
+an `ElectraPretrainer` (`__call__`) and names its loss denominators
+(`denominators`): masked_lm_weight, input_mask, cloze_weight sums.
 
   MaskedLM         electra_objective=false: BERT's MLM; gen_weight * mlm_loss
   Electra          the default; + disc_weight * disc_loss
@@ -14,7 +10,7 @@ the cloze weights); summed over replicas they are a global batch's.
   Electric         electric_objective: two towers, noise-contrastive discriminator
 
 `objective_class(hparams)` maps the official hparams to a class (REGISTRY,
-first match wins); a new objective is a class and a REGISTRY line.
+first match wins).
 """
 
 from __future__ import annotations

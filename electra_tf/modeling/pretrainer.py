@@ -2,19 +2,9 @@
 
 The official `run_pretraining.PretrainingModel` as a tf_keras Model, given
 its networks (`pretrain.model.build_model`) and an objective
-(`modeling/objectives.py`: ELECTRA, the masked LM alone, or Electric's
-two-tower cloze generator with a noise-contrastive discriminator, see
-docs/electric.md).  Shapes: B batch, S max_seq_length, N
-max_predictions_per_seq, V vocab, H hidden, E embedding size.  ELECTRA:
-
-  masked batch -> generator -> `generator_predictions` at the N masked
-    positions -> mlm_logits [B, N, V]
-  samples of softmax(mlm_logits / temperature), no gradient, scattered into
-    the original ids -> corrupted ids [B, S], label 1 where a token changed
-  discriminator -> `discriminator_predictions` -> disc_logits [B, S]
-  total_loss = gen_weight * MLM loss + disc_weight * discriminator loss
-
-Logits, softmaxes and losses are float32 whatever the layers' dtype policy.
+(`modeling/objectives.py`).  Shapes: B batch, S max_seq_length, N
+max_predictions_per_seq, V vocab, H hidden, E embedding size.  Logits,
+softmaxes and losses are float32 whatever the layers' dtype policy.
 """
 
 from __future__ import annotations
@@ -41,10 +31,8 @@ def scatter_update(sequence: tf.Tensor, updates: tf.Tensor, positions: tf.Tensor
   """Writes int32 `updates` [B, N] into `sequence` [B, S] at `positions` [B, N].
 
   Returns (updated sequence [B, S], int32 mask [B, S] of the updated slots).
-  As official `pretrain_helpers.scatter_update`: updates aimed at position 0
-  are ignored (unused slots point there), and when a position occurs more
-  than once its value is the floor of the mean of its updates.
-  """
+  As official `scatter_update`: updates aimed at position 0 are ignored, and
+  a repeated position gets the floor of the mean of its updates."""
   seq_length = tf.shape(sequence)[1]
   one_hot = tf.one_hot(positions, seq_length, dtype=tf.int32)  # [B, N, S]
   totals = tf.reduce_sum(one_hot * updates[:, :, tf.newaxis], axis=1)
@@ -70,13 +58,9 @@ def corrupt_inputs(input_ids: tf.Tensor, masked_lm_positions: tf.Tensor,
   """The discriminator's input and labels (official `_get_fake_data`).
 
   input_ids [B, S] (masked), masked_lm_positions/ids [B, N], sampled_ids
-  [B, N] -> (corrupted ids [B, S], labels [B, S] int32).  The masked
-  positions are first restored to their original ids, then the samples are
-  written there; a label is 1 only where the token differs from the
-  original, so a sample equal to the original token counts as real.  With
-  `electric` (official electric_objective) every written position is 1: it
-  holds a draw from the noise distribution, whatever token was drawn.
-  """
+  [B, N] -> (corrupted ids [B, S], labels [B, S] int32): label 1 where the
+  written sample differs from the original token; with `electric` at every
+  written position."""
   original_ids = unmask(input_ids, masked_lm_positions, masked_lm_ids)
   corrupted_ids, updated = scatter_update(original_ids, sampled_ids,
                                           masked_lm_positions)
@@ -110,15 +94,9 @@ def masked_lm_loss(logits: tf.Tensor, masked_lm_ids: tf.Tensor,
 
 def electric_logits(disc_logits: tf.Tensor, cloze_logits: tf.Tensor,
                     input_ids: tf.Tensor, mask_prob: float) -> tf.Tensor:
-  """Electric's noise-contrastive logits [B, S] (official
-  `_get_discriminator_output` with electric_objective).
-
-  disc_logits [B, S] (the head's scores of the discriminator's input),
-  cloze_logits [B, S, V] (the generator's, from the original ids), input_ids
-  [B, S] (the discriminator's input) -> disc_logits + log q(input_ids) +
-  log(mask_prob / (1 - mask_prob)), q = softmax(cloze_logits) with no
-  gradient through it (official stop_gradient).
-  """
+  """Electric's noise-contrastive logits [B, S] (official electric_objective):
+  disc_logits [B, S] + log q(input_ids) + log(mask_prob / (1 - mask_prob)),
+  q = softmax(cloze_logits [B, S, V]) without gradient (official stop_gradient)."""
   log_q = tf.gather(tf.nn.log_softmax(cloze_logits), input_ids[..., tf.newaxis],
                     batch_dims=2)[..., 0]
   return (disc_logits + tf.stop_gradient(log_q)
@@ -156,12 +134,9 @@ def discriminator_loss(logits: tf.Tensor, labels: tf.Tensor, input_mask: tf.Tens
 class MaskedLMHead(keras.layers.Layer):
   """The `generator_predictions` head: MLM logits at the masked positions.
 
-  sequence_output [B, S, Hg], positions [B, N] -> float32 logits [B, N, V]:
-  Dense(E, act) -> LayerNorm -> x @ word_embeddings^T + output_bias, with the
-  word-embedding table [V, E] of `embeddings` (tied input/output embeddings).
-  Without positions, logits [B, S, V] at every position (Electric's
-  `cloze_predictions`, the same official get_token_logits).
-  """
+  sequence_output [B, S, Hg], positions [B, N] -> float32 logits [B, N, V]
+  (Dense(E, act), LayerNorm, tied word embeddings [V, E] + output_bias);
+  without positions, logits [B, S, V] at every position (Electric's cloze)."""
 
   def __init__(self, embeddings: encoder_lib.EmbeddingLayer, hidden_act: str,
                initializer_range: float, name: str = "generator_predictions",
@@ -214,11 +189,8 @@ class MaskedLMHead(keras.layers.Layer):
 
 @keras.utils.register_keras_serializable(package="electra_tf")
 class DiscriminatorHead(keras.layers.Layer):
-  """The `discriminator_predictions` head: [B, S, H] -> float32 logits [B, S].
-
-  Dense(H, act) with truncated-normal kernel, then `dense_1` Dense(1) with the
-  Glorot-uniform default of the official tf.layers.dense call.
-  """
+  """The `discriminator_predictions` head: [B, S, H] -> float32 logits [B, S]
+  (Dense(H, act), then `dense_1` Dense(1), Glorot-uniform as official)."""
 
   def __init__(self, hidden_size: int, hidden_act: str, initializer_range: float,
                name: str = "discriminator_predictions", **kwargs: Any):
@@ -261,25 +233,19 @@ class ElectraPretrainer(keras.Model):
   Args:
     discriminator: the encoder `electra` (the masked LM's, for an objective
       without a discriminator).
-    objective: an `objectives.Objective` (heads, outputs, losses, the named
-      loss denominators).
-    generator: the one-tower generator encoder `generator`, the discriminator
-      itself (tied generator, masked LM), or None (uniform or two-tower).
+    objective: an `objectives.Objective`.
+    generator: the one-tower generator encoder, the discriminator itself
+      (tied generator, masked LM), or None (uniform or two-tower).
     generator_towers: (ltr, rtl) causal encoders of the two-tower generator.
     special_ids: the vocab's special ids, for the two-tower cloze loss.
-  The heads are built here, so every variable exists under its official name
-  once constructed.
 
-  `model(batch, training, sample_seed=None, loss_denominators=None)`: batch
-  the masked batch dict (BATCH_KEYS) -> dict of float32 scalars total_loss,
-  mlm_loss (two towers: cloze_loss), mlm_logits [B, N, V],
-  mlm_per_example_loss [B, N], mlm_preds [B, N] int32, and with a
-  discriminator disc_loss, sampled_ids [B, N], corrupted_ids, disc_logits,
-  disc_probs, disc_preds, disc_labels [B, S], disc_per_example_loss [B].
-  `sample_seed` (int [2] or [B, 2]) makes the sampling reproducible;
-  `loss_denominators` (a dict, or stacked as `loss_weight_sums`) replaces this
-  batch's sums, e.g. by the global batch's.
-  """
+  `model(batch, training, sample_seed=None, loss_denominators=None)`: the
+  masked batch dict (BATCH_KEYS) -> float32 total_loss, mlm_loss (two
+  towers: cloze_loss), mlm_logits [B, N, V], mlm_per_example_loss [B, N],
+  mlm_preds [B, N] int32, and with a discriminator disc_loss, sampled_ids
+  [B, N], corrupted_ids, disc_logits, disc_probs, disc_preds, disc_labels
+  [B, S], disc_per_example_loss [B].  `sample_seed`: int [2] or [B, 2];
+  `loss_denominators` replaces this batch's sums (e.g. the global batch's)."""
 
   def __init__(self, discriminator: encoder_lib.TransformerEncoder, objective: Any,
                generator: Optional[encoder_lib.TransformerEncoder] = None,
@@ -324,12 +290,8 @@ class ElectraPretrainer(keras.Model):
   def cloze_logits(self, input_ids: tf.Tensor, input_mask: tf.Tensor,
                    segment_ids: tf.Tensor, training: Optional[bool] = None
                    ) -> tf.Tensor:
-    """Two-tower cloze logits [B, S, V] float32 of the original ids [B, S].
-
-    Position t reads the ltr tower's output at t - 1 and the rtl tower's at
-    t + 1 (official `roll`, wrapping around at the ends), so it never sees
-    its own token.
-    """
+    """Two-tower cloze logits [B, S, V] float32 of the original ids [B, S]:
+    position t reads ltr's output at t - 1 and rtl's at t + 1 (official roll)."""
     ltr = self.generator_ltr(input_ids, input_mask, segment_ids, training=training)
     rtl = self.generator_rtl(input_ids, input_mask, segment_ids, training=training)
     reprs = tf.concat([tf.roll(ltr["sequence_output"], 1, axis=1),

@@ -1,12 +1,8 @@
 """Sampling the generator's replacements: a categorical draw per masked slot.
 
-`sample_from_softmax` draws from softmax(logits) by inverting the CDF with one
-uniform per sample (`inverse_cdf_sample`, a two-level search), where the
-official Gumbel-max draws V uniforms: the same distribution, much cheaper on
-CPU (docs/faithfulness.md).  The uniforms come from `hashed_uniform`, a
-counter-based uint32 generator: a function of an explicit seed (resumes draw
-what the uninterrupted run would), per example (independent of the batch and
-its split over replicas), identical with and without XLA.
+`sample_from_softmax` draws from softmax(logits) by inverting the CDF with
+one uniform per sample (the official Gumbel-max's distribution,
+docs/faithfulness.md), the uniforms from `hashed_uniform`.
 """
 
 from __future__ import annotations
@@ -38,12 +34,9 @@ def _seed_keys(seed: tf.Tensor) -> tf.Tensor:
 def hashed_uniform(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
   """Stateless U[0, 1) noise (multiples of 2^-24) of `shape` [B, ...].
 
-  A counter-based generator: value k of a key is mix(mix(key + k * golden)
-  ^ key).  `seed` int [2] keys the whole tensor, int [B, 2] each example, so
-  an example's noise does not depend on the rest of the batch (nor on how the
-  batch is split over replicas).  Plain uint32 arithmetic gives the same
-  numbers with and without XLA, which tf.random's stateless ops do not.
-  """
+  `seed` int [2] keys the whole tensor, int [B, 2] each example (its noise
+  independent of the batch and replicas); plain uint32 arithmetic, the same
+  with and without XLA."""
   seed = tf.convert_to_tensor(seed)
   per_example = seed.shape.rank == 2
   keys = _seed_keys(seed)[..., tf.newaxis]  # [B, 1] or [1]

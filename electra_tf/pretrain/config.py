@@ -1,22 +1,11 @@
 """The single source of every pre-training hyperparameter.
 
-`PretrainingConfig` carries the official `configure_pretraining.PretrainingConfig`
-names and defaults, so an official `--hparams` JSON loads unchanged.  It is
-built once at an entry point (`PretrainingConfig.create` / `from_flags`) and
-passed down as a value.  The discriminator's `ModelConfig` is the base's
-`encoder_config()`; the generator's is derived from it as the official
-`run_pretraining.get_generator_config` does.
-
-Resolution order (as official; the machinery is `config.JobConfig`'s):
-  1. defaults below;
-  2. the user's hparams (and flags of the same name);
-  3. `debug` overrides (batch 8, 20 steps, ...);
-  4. model-size defaults (small: embedding_size 128; base/large: the paper's
-     Table 6 settings, see `paper_hparams`), then electric_objective sets
-     two_tower_generator (Electric needs the two-tower generator);
-  5. the user's values again, so that they win over 3 and 4;
-  6. derived `max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`
-     (not settable, as official) and the paths under data_dir.
+`PretrainingConfig` carries the official `configure_pretraining` names and
+defaults, so an official `--hparams` JSON loads unchanged; built once at an
+entry point (`create` / `from_flags`, in `config.JobConfig`'s order) and
+passed down as a value.  The generator's `ModelConfig` is derived as the
+official `get_generator_config`; `max_predictions_per_seq = int((mask_prob +
+0.005) * max_seq_length)` is derived, not settable, as official.
 """
 
 from __future__ import annotations

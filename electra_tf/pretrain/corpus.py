@@ -1,14 +1,10 @@
 """Reading a text corpus: its files, and their lines as UTF-8 text.
 
-Shared by the vocab learner (`pretrain.vocab`) and the TFRecord builder
-(`pretrain.tfrecords`), so that both read a corpus exactly alike: every
-non-hidden file under a directory (recursively, in sorted order) or the
-files listed, `*.gz` decompressed, lines read by the rule of TensorFlow's
-GFile line reader, which the official builder reads its corpus with (see
-`gfile_lines`), a line that is not valid UTF-8 an error naming the
-file, line and byte offset unless asked to skip and count such lines. The
-TFRecord builder also reads OpenWebText's xz-compressed tar archives of texts
-(`read_archive_lines`), each text read as a file is.
+Shared by the vocab builder and the TFRecord builder: every non-hidden file
+under a directory (recursively, sorted) or the files listed, `*.gz`
+decompressed, lines as TensorFlow's GFile reads them (`gfile_lines`),
+invalid UTF-8 a DataError naming file, line and byte offset (or skipped and
+counted); OpenWebText's archives through `read_archive_lines`.
 """
 
 from __future__ import annotations
@@ -53,17 +49,9 @@ def list_corpus_files(corpus: Union[str, Sequence[str]],
 
 
 def gfile_lines(stream: Iterable[bytes]) -> Iterator[Tuple[bytes, bytes]]:
-  """The lines of a binary stream as TensorFlow's GFile reads them, each with
-  the bytes it took in the stream.
-
-  GFile (tf.io.gfile.GFile, whose line reader the official builder uses)
-  ends a line at b"\\n" only and deletes every b"\\r" byte, wherever it is:
-  b"a\\rb c\\r\\n" is the line b"ab c", an old Mac file (b"\\r" between lines,
-  no b"\\n") is one line of glued words, and a last line that holds nothing
-  but b"\\r" bytes is no line at all (GFile reads it as the end of the file).
-  The lines keep their b"\\n"; nothing else is changed (Unicode line
-  separators, b"\\x0b", b"\\x0c", b"\\x85" stay inside a line).
-  """
+  """The lines of a binary stream as TensorFlow's GFile (the official
+  builder's reader) reads them, each with the bytes it took: a line ends at
+  b"\\n" only, every b"\\r" is deleted, and a last line of only b"\\r" is none."""
   for raw_line in stream:
     line = raw_line.replace(b"\r", b"")
     if line:
@@ -164,15 +152,10 @@ def read_corpus_lines(path: str, chunk_lines: int = CHUNK_LINES,
 
 def read_archive_lines(path: str, rng: random.Random, chunk_lines: int = CHUNK_LINES,
                        skip_invalid_utf8: bool = False) -> Iterator[CorpusChunk]:
-  """The lines of the texts of an xz-compressed tar archive (an OpenWebText
-  `urlsf_subset*_data.xz`), text after text, as `read_corpus_lines` reads a file.
-
-  Texts come in an order shuffled by `rng` from their sorted names (official:
-  extract, then shuffle), decompressed as a stream, one archive in memory at a
-  time; non-regular members are skipped.  A damaged or non-xz-tar archive, or
-  an archive of .xz archives (the unpacked download's parent), is a DataError
-  naming it.  An archive without texts yields one empty chunk.
-  """
+  """The lines of the texts of an xz-compressed tar archive (OpenWebText's),
+  text after text in an order shuffled by `rng`, as `read_corpus_lines`
+  reads a file.  A damaged archive, or one of .xz archives, is a DataError;
+  one without texts yields one empty chunk."""
   with open(path, "rb") as raw:
     try:
       with lzma.LZMAFile(raw) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:

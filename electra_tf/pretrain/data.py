@@ -1,12 +1,8 @@
 """Pre-training input pipeline: TFRecords -> dynamically masked batches.
 
-Records (written by data_prep/build_tfrecords.py or the official
-build_pretraining_dataset.py) hold int64 `input_ids`, `input_mask`,
-`segment_ids` of length S = max_seq_length. `get_dataset` reads them
-(comma-separated glob patterns, as official `pretrain_tfrecords`), shuffles,
-interleaves files, shards per input pipeline, batches and masks each batch
-with `mask_batch`, the official `pretrain_helpers.mask` as a pure function.
-
+`get_dataset` reads records of int64 `input_ids`, `input_mask`,
+`segment_ids` [S] (comma-separated globs, as official `pretrain_tfrecords`)
+and masks each batch with `mask_batch` (official `pretrain_helpers.mask`).
 Batches (B examples, N = max_predictions_per_seq):
   input_ids            int32   [B, S]  with [MASK] at the masked positions
   input_mask           int32   [B, S]  unchanged
@@ -186,12 +182,9 @@ def _check_sample(files: List[str], max_seq_length: int,
 
 def checked_tfrecords(file_patterns: str, max_seq_length: int,
                       vocab_size: Optional[int] = None) -> Tuple[List[str], List[int]]:
-  """(files, sizes) of the patterns after the start-up check, whose cost does not
-  grow with the corpus: every file's first record and a sample of records
-  (`_check_sample`: their ids below vocab_size when given); a small corpus
-  (_FULL_CHECK_FILES files, _FULL_CHECK_BYTES bytes) is read through.  Other records are verified as
-  `get_dataset` reads them.
-  """
+  """(files, sizes) of the patterns after the start-up check: every file's
+  first record and a sample of records (ids below vocab_size when given); a
+  small corpus is read through.  DataError names the file."""
   files = find_tfrecords(file_patterns)
   sizes = file_sizes(files)
   lengths = {}
@@ -220,12 +213,8 @@ def check_tfrecords(file_patterns: str, max_seq_length: int,
 
 
 def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
-  """The records of one file, as TFRecordDataset reads them, checksums verified;
-  a file that ends before its `size` bytes fails with an error
-  `bad_record_error` names (TFRecordDataset's own error does not name the file):
-  the reader stops at the error (`ignore_errors`) and an end marker checks the
-  bytes read.
-  """
+  """The records of one file, checksums verified; a file shorter than `size`
+  fails with an error `bad_record_error` names (with the file)."""
   blocks = tf.data.TFRecordDataset(path, buffer_size=1 << 20).ignore_errors().batch(
       _READ_BLOCK)
   blocks = blocks.map(lambda records: (records, False)).concatenate(
@@ -269,14 +258,8 @@ def bad_record_error(error: BaseException, context: str = "") -> Optional[DataEr
 
 
 class InputPosition(tf.train.experimental.PythonState):
-  """A tf.data iterator's position as one string in a checkpoint.
-
-  tf.data saves an iterator's state (file offsets, shuffle buffers, random
-  generators, the elements read ahead) as a variant tensor, which a
-  checkpoint reader cannot read back as a value; here it is serialized to
-  bytes (one entry `<name>/.ATTRIBUTES/py_state`).  Saved and restored in
-  eager mode, between training loops.
-  """
+  """A tf.data iterator's position as one string in a checkpoint (entry
+  `<name>/.ATTRIBUTES/py_state`), saved and restored eagerly."""
 
   def __init__(self, iterator: tf.data.Iterator):
     self.iterator = iterator
@@ -302,20 +285,12 @@ def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
   """Official dynamic masking (pretrain_helpers.mask) of a batch.
 
   Per example n = max(1, min(N, round(sum(input_mask) * mask_prob))) slots
-  (float32, round half to even, as official) each draw a candidate position
-  uniformly, with replacement; slots past n have weight 0, position and id 0.
-  A used slot draws [MASK] with probability 0.85 and a position is [MASK]ed
-  when any of its slots drew it (a duplicate keeps weight 1 in both slots;
-  official scatter_update); no random replacement.  An example without
-  candidates gets no used slot (official would divide by zero).  `seed`: int
-  [2] for stateless draws (None: from the global generator).
-
-  The official mask()'s unused options (its "strategic masking" experiments):
-  `proposal_distribution` float [B, S] (or scalar) scores drawing positions
-  proportionally (all-zero: no used slot; official: NaN);
-  `disallow_from_mask` bool [B, S] positions never drawn; `already_masked`
-  [B, N] slots left unused, for several rounds of masking.
-  """
+  draw positions uniformly with replacement; slots past n have weight 0,
+  position and id 0.  A used slot draws [MASK] with probability 0.85; no
+  random replacement.  An example without candidates gets no used slot.
+  `seed`: int [2] for stateless draws (None: the global generator).
+  The official mask()'s experimental options: `proposal_distribution` float
+  [B, S] or scalar, `disallow_from_mask` bool [B, S], `already_masked` [B, N]."""
   input_ids = tf.cast(batch["input_ids"], tf.int32)
   input_mask = tf.cast(batch["input_mask"], tf.int32)
   seq_length = tf.shape(input_ids)[1]
@@ -371,17 +346,11 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 skip_examples: int = 0, single_pass: bool = False) -> tf.data.Dataset:
   """Masked batches of `batch_size` examples (per replica under tf.distribute).
 
-  As official get_input_fn: files repeated and shuffled, `min(4, #files)` read
-  at a time, records shuffled in a buffer of 100, batches of exactly
-  `batch_size`; the file order follows `seed` (official: "sloppy"), so a seeded
-  run is reproducible.  `single_pass` reads every record once in sorted file
-  order (last batch possibly smaller).  Masks are drawn per example from (seed,
-  pipeline, train or eval, example index).  Input pipelines (`input_context`)
-  read disjoint files, or disjoint records when files are fewer.
-  `skip_examples` reads past the first examples undecoded (the resume fallback
-  without saved iterator state).  A corrupt record fails the pipeline with an
-  error `bad_record_error` turns into a one-line DataError.
-  """
+  As official get_input_fn (file order seeded); `single_pass` reads every
+  record once in sorted file order (last batch possibly smaller).  Masks are
+  drawn per example from (seed, pipeline, train or eval, example index).
+  `skip_examples` reads past the first examples undecoded.  A corrupt record
+  fails with an error `bad_record_error` turns into a DataError."""
   if single_pass and is_training:
     raise ValueError("get_dataset: single_pass is for reading, not for training")
   files, sizes = checked_tfrecords(file_patterns, max_seq_length)

@@ -2,11 +2,8 @@
 
 `python run_pretraining.py` without data flags learns a vocab, builds
 TFRecords, pre-trains a narrow ELECTRA-Small for a few CPU minutes,
-evaluates, draws curves.png and exports, all under ./electra_demo/ (official
-layout, reruns reuse the data and resume), on English every CPython ships
-(`pydoc_data.topics` and standard-library docstrings, about 2 MB; one
-document in ten held out; it varies a little with the Python version).
-docs/pretraining.md.
+evaluates and exports under ./electra_demo/, on the English text CPython
+ships.  docs/pretraining.md.
 """
 
 from __future__ import annotations
@@ -113,7 +110,7 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   config()  # bad hparams or flags stop here, before data_dir is written
   # TensorFlow-heavy, so imported once the hparams are known to be valid.
   from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
-  from electra_tf.pretrain import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import vocab_builder  # pylint: disable=g-import-not-at-top
   corpus_files = {part: os.path.join(data_dir, "corpus", part, "documents.txt")
                   for part in records_dirs}
   if not all(os.path.exists(path) for path in corpus_files.values()):
@@ -126,8 +123,8 @@ def prepare(hparams_text: Optional[str], overrides: Mapping[str, Any],
   if not os.path.exists(vocab_file):
     print(f"Learning a WordPiece vocab (at most {DEMO_VOCAB_SIZE:,} entries) from the "
           "training documents", flush=True)
-    texts = vocab_lib.read_corpus_texts([corpus_files["train"]], "corpus")
-    vocab = vocab_lib.build_vocab(texts, vocab_size=DEMO_VOCAB_SIZE, do_lower_case=True)
+    texts = vocab_builder.read_corpus_texts([corpus_files["train"]], "corpus")
+    vocab = vocab_builder.build_vocab(texts, vocab_size=DEMO_VOCAB_SIZE, do_lower_case=True)
     fileio.atomic_write_text(vocab_file, "".join(token + "\n" for token in vocab))
     print(f"Wrote {len(vocab):,} entries (every piece the learner found) to {vocab_file}",
           flush=True)

@@ -1,37 +1,9 @@
 """The pre-training job: distributed input, the loss, the loop, evaluation, export.
 
 `run(config, ...)` checks every input before anything is written, then trains
-(`PretrainingJob.train`), evaluates (`evaluate`) and exports.  One loop serves
-every tf.distribute strategy (`train_loop.Trainer`: the step, checkpoints,
-resume).  The global batch `train_batch_size` is split over replicas; every worker reads
-the one stream of examples a single process reads and keeps its replicas'
-rows (`_dataset`), so any number of replicas and workers trains on one
-process's batches.
-
-Losses across replicas: every replica divides its summed losses by the
-GLOBAL sums of their weights (the objective's named `denominators`, e.g.
-masked_lm_weights and input_mask; an all-reduce), so the
-summed replica gradients are exactly the gradient of the official loss
-computed on the whole global batch on one device.  On one device this is the
-official loss itself.  With the `clip_per_replica` hparam each replica
-instead takes the official loss of its own batch, as each TPU core does in
-the official recipe, and the optimizer clips each replica's gradient before
-summing them (optimization.AdamWeightDecay); the logged losses are then the
-replicas' mean.
-
-Generator sampling noise is drawn per example from a stateless seed: (seed,
-step * global batch + row) in training, (seed, -(eval batch + 1) * global
-batch + row) in evaluation, so a run is reproducible, a resumed run draws
-what the uninterrupted one would have, and a MirroredStrategy run sees the
-same noise as a one-device run on the same global batch.
-
-What a run leaves in model_dir: `ckpt-<step>` checkpoints, `electra_config.json`
-(the architecture; a rerun with another is refused), `training_runs.json` (each
-run's hparams and command, from the step it started at), TensorBoard scalars in
-`train/` and `eval/`, and in `results/`: the official `unsup_results.txt`,
-its JSON twin with what was measured (`hf.EVALUATION_KEYS`), `eval_history.json`
-(every evaluation) and `curves.png` (training losses, learning rate, eval
-metrics).
+(`PretrainingJob.train`), evaluates (`evaluate`) and exports.  How replicas
+and workers share the global batch and its loss, the sampling noise and what
+a run leaves in model_dir: docs/pretraining.md and docs/operations.md.
 """
 
 from __future__ import annotations
@@ -52,7 +24,7 @@ from electra_tf import distribution
 from electra_tf import fileio
 from electra_tf import hf
 from electra_tf import optimization
-from electra_tf import serving
+from electra_tf import saved_model
 from electra_tf import stop_points
 from electra_tf import tokenization
 from electra_tf import train_loop
@@ -75,10 +47,7 @@ TRAINING_RECORD = config_lib.TRAINING_RECORD
 class PretrainingJob:
   """The model and optimizer of one PretrainingConfig, built under a strategy.
 
-  `train()` / `evaluate()` read the config's TFRecords; `loss` is the
-  per-replica loss the shared train step differentiates, also driven by the
-  benchmark on synthetic batches (`make_step_loop`).
-  """
+  `loss` is the per-replica loss the shared train step differentiates."""
 
   def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy,
                vocab: Optional[Dict[str, int]] = None):
@@ -130,14 +99,9 @@ class PretrainingJob:
                ) -> tf.distribute.DistributedDataset:
     """Masked batches; training skips the examples of `start_step` steps.
 
-    Every input pipeline (one per worker) reads the stream one process
-    reads, in per-replica batches, and keeps the batches of its own
-    replicas: global batch s is the stream's examples [s G, (s+1) G) as on
-    one device, replica r (numbered worker by worker) taking rows
-    [r G/R, (r+1) G/R).  So several workers train on exactly one process's
-    batches, at the cost of every worker reading, decoding and masking the
-    whole stream.
-    """
+    Every worker reads the one stream a single process reads and keeps its
+    replicas' rows: replica r of R takes rows [r G/R, (r+1) G/R) of global
+    batch s, the stream's examples [s G, (s+1) G)."""
     config = self.config
     global_batch = config.train_batch_size if is_training else config.eval_batch_size
 
@@ -169,14 +133,8 @@ class PretrainingJob:
   def _train_input(self, latest: Optional[str], step: int):
     """(iterator of training batches from `step`, its checkpointable state or None).
 
-    Where the input position can be saved (`saves_input_position`), the one
-    input pipeline's tf.data iterator is checkpointed with the model: a
-    checkpoint holding it resumes by restoring that position (cost flat in
-    the step); one without it (older versions, another strategy) resumes by
-    reading and dropping the examples of the steps done, as do strategies
-    whose input cannot be saved.  Either way the resumed run sees the
-    examples and masks of the uninterrupted one.
-    """
+    Resumes by restoring the saved iterator position when the checkpoint has
+    one, else by skipping the examples of the steps done."""
     config, strategy = self.config, self.strategy
     skip = step * config.train_batch_size
     if not saves_input_position(strategy):
@@ -220,13 +178,9 @@ class PretrainingJob:
     """The model on one replica's batch; row r of the global batch samples
     with the noise of (seed, first_counter + r).
 
-    `part` (gradient accumulation) places `batch` in the replica's batch of
-    the step: its rows are numbered, and the losses normalised, as in that
-    whole batch; None: `batch` is the whole replica batch.  The global loss
-    denominators are `part.global_sums` when the step has summed them over
-    replicas, else they are all-reduced here (eval; not possible inside an
-    XLA-compiled function under MirroredStrategy).
-    """
+    `part`: where `batch` lies in the replica's batch (gradient accumulation;
+    None: the whole of it).  Loss denominators are `part.global_sums`, else
+    all-reduced here (eval)."""
     context = tf.distribute.get_replica_context()
     whole = batch if part is None else part.replica_batch
     local_batch = tf.shape(batch["input_ids"])[0]
@@ -238,7 +192,7 @@ class PretrainingJob:
     sample_seeds = tf.stack(
         [tf.fill(tf.shape(rows), tf.constant(self.config.seed, tf.int64)),
          tf.cast(first_counter, tf.int64) + rows], axis=1)  # [B, 2]
-    # Denominators of the losses (see the module docstring): global ones, or
+    # Denominators of the losses (docs/pretraining.md, Distribution): global ones, or
     # with clip_per_replica the replica's own; both over whole batches.
     weight_sums = None
     if not self.config.clip_per_replica:
@@ -261,11 +215,8 @@ class PretrainingJob:
 
   def loss(self, batch, step, part: Optional[train_loop.BatchPart] = None):
     """The shared step's loss_fn: (total loss, logged losses) of one replica
-    (or of one micro-batch of it, `part`).
-
-    Replica losses are global-normalised: their sum over replicas (and
-    micro-batches) is the official loss of the global batch.
-    """
+    (or micro-batch `part`); summed over replicas, the official loss of the
+    global batch."""
     outputs = self._replica_outputs(
         batch, tf.cast(step, tf.int64) * self.config.train_batch_size, training=True,
         part=part)
@@ -288,12 +239,8 @@ class PretrainingJob:
   # --------------------------------------------------------------- train
   def train(self, init_checkpoint: Optional[str] = None,
             until_step: Optional[int] = None, command: str = "") -> int:
-    """Trains to num_train_steps, resuming from model_dir; returns the step.
-
-    `until_step` stops earlier, at a step of the same schedule (the learning
-    rate still decays to 0 at num_train_steps); a rerun continues from there.
-    The run (its hparams and `command`) goes into model_dir's TRAINING_RECORD.
-    """
+    """Trains to num_train_steps (or `until_step`, on the same schedule),
+    resuming from model_dir; records the run in TRAINING_RECORD; returns the step."""
     config, strategy = self.config, self.strategy
     chief = distribution.is_chief(strategy)
     checkpoint_dir = distribution.worker_dir(config.model_dir, strategy)
@@ -358,11 +305,8 @@ class PretrainingJob:
 
   # --------------------------------------------------------------- eval
   def evaluate(self) -> Dict[str, float]:
-    """Official eval metrics over num_eval_steps batches of the latest checkpoint.
-
-    Also logs them to TensorBoard (model_dir/eval), redraws curves.png and
-    prints the discriminator's verdicts on the first eval example.
-    """
+    """Official eval metrics over num_eval_steps batches of the latest checkpoint,
+    logged to TensorBoard, curves.png and the verdicts on the first example."""
     config, strategy = self.config, self.strategy
     if tf.train.latest_checkpoint(config.model_dir) is None:
       raise TrainingError(f"--do_eval: no checkpoint in model_dir {config.model_dir}")
@@ -474,24 +418,15 @@ def start_warnings(config: PretrainingConfig) -> List[str]:
 
 
 def eval_first_counter(index, eval_batch_size: int):
-  """The sampling-noise counter of eval batch `index`'s first row.
-
-  Training rows count up from 0 (step * batch + row); eval batches count
-  down from -1, so each eval batch draws its own noise and none reuses a
-  training row's.  Works on ints and int64 tensors.
-  """
+  """The sampling-noise counter of eval batch `index`'s first row (ints or int64
+  tensors): eval batches count down from -1, training rows up from 0."""
   return -(index + 1) * eval_batch_size
 
 
 def saves_input_position(strategy: tf.distribute.Strategy) -> bool:
-  """Whether training checkpoints hold the input pipeline's position.
-
-  One worker (OneDeviceStrategy, MirroredStrategy) reads through one tf.data
-  iterator, which tf.data can save.  MultiWorkerMirroredStrategy and
-  TPUStrategy read through tf.distribute's distributed iterators, which it
-  cannot: they resume by reading up to the position (`get_dataset`'s
-  skip_examples).
-  """
+  """Whether training checkpoints hold the input pipeline's position: one
+  worker's tf.data iterator can be saved; distributed iterators (multi-worker,
+  TPU) cannot and resume by skipping examples."""
   return isinstance(strategy, (tf.distribute.OneDeviceStrategy, tf.distribute.MirroredStrategy))
 
 
@@ -582,14 +517,9 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
         tpu: Optional[str] = None, init_checkpoint: Optional[str] = None,
         export_dir: Optional[str] = None, export_text: bool = True,
         export_hf: Optional[str] = None, command: str = "") -> Dict[str, float]:
-  """The whole job: validate inputs, train, evaluate, export (the ids signature,
-  and the text signature when export_text).
-
-  Order: the checks that need no TensorFlow op, then the strategy (the
-  process's first TensorFlow op: `distribution` module docstring), then the
-  checks that read with TensorFlow; nothing is written to model_dir before
-  every check has passed.
-  """
+  """The whole job: validate inputs, train, evaluate, export (the text
+  signature too when export_text).  Nothing is written to model_dir before
+  every check has passed."""
   for line in start_notes(config):
     _log(line)
   vocab = load_checked_vocab(config)  # the run's one read of the vocab file
@@ -630,11 +560,11 @@ def run(config: PretrainingConfig, *, strategy_name: str = "auto",
       raise lost from None
     if export_dir and chief:
       _log(f"Exporting the SavedModel to {export_dir}")
-      serving.export_saved_model(
+      saved_model.export_saved_model(
           job.model, export_dir, overwrite=replace_export,
           tokenizer=(tokenization.FullTokenizer(config.vocab_file, config.do_lower_case,
-                                                vocab=vocab)
-                     if export_text else None),
+                                                    vocab=vocab)
+                         if export_text else None),
           max_seq_length=config.max_seq_length)
       _log(f"Exported the SavedModel to {export_dir}")
     if export_hf and chief:

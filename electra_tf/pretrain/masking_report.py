@@ -1,13 +1,9 @@
 """The pipeline's dynamic masking of pre-training TFRecords, shown and counted.
 
 `inspect` (behind `data_prep/inspect_masking.py`) masks the first K records
-(single-pass order) as training does and prints the first `num_print` as the
-official print_tokens does (`token (original)` at selected positions).
-With `as_json` the last line is one JSON object over the K examples:
-selected_fraction (used slots / real tokens), mask_fraction, keep_fraction,
-random_fraction (shares of used slots), special_selected (slots on [CLS],
-[SEP], [PAD]: should be 0), single_segment_fraction, mean_length,
-num_examples.
+as training does, prints the first `num_print` as the official print_tokens
+does and, with `as_json`, ends with one JSON object of the shares over the K
+examples (docs/pretraining.md).
 """
 
 from __future__ import annotations
@@ -53,7 +49,10 @@ def masked_examples(file_patterns: str, special: SpecialIds, num_examples: int,
 
 def masking_statistics(examples: Dict[str, np.ndarray], special: SpecialIds
                        ) -> Dict[str, float]:
-  """The statistics of the module docstring."""
+  """Over the examples: selected_fraction (used slots / real tokens), the
+  shares of used slots mask_fraction, keep_fraction, random_fraction,
+  special_selected (slots on [CLS], [SEP], [PAD]: 0), single_segment_fraction,
+  mean_length, num_examples."""
   used = examples["masked_lm_weights"] > 0
   positions = examples["masked_lm_positions"]
   shown = np.take_along_axis(examples["input_ids"], positions, axis=1)[used]

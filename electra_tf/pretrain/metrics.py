@@ -1,25 +1,15 @@
 """Pre-training evaluation metrics of the official run_pretraining.py `metric_fn`.
 
-`PretrainingMetrics` streams them over any number of eval batches from host
-values (NumPy sums and counts; per-threshold counts for the AUC).  Per batch
-(B examples, S tokens, N slots): mlm_per_example_loss, mlm_preds,
-sampled_ids [B, N], disc_per_example_loss [B], disc_probs, disc_preds,
-disc_labels [B, S] from the model; masked_lm_ids, masked_lm_weights [B, N],
-input_mask [B, S] from the batch.
-
-Weighted means as tf.compat.v1.metrics (sum(w*x) / sum(w), 0 when no weight):
-  masked_lm_accuracy, masked_lm_loss, sampled_masked_lm_accuracy
-                        weights masked_lm_weights
-  disc_accuracy         weights input_mask
-  disc_precision        weights disc_preds * input_mask
-  disc_recall           weights disc_labels * input_mask
-  disc_loss             unweighted mean of disc_per_example_loss
-  disc_auc              ROC AUC, 200 thresholds, trapezoidal
-  loss                  mean of the batches' total loss (`add_batch_loss`)
-Additions: disc_auc_real_tokens (the AUC over real tokens only) and
-disc_always_real_accuracy (disc_accuracy's all-real baseline); why:
-docs/faithfulness.md ("disc_auc and padding").  The sampled / disc metrics
-need a discriminator, the disc ones disc_weight > 0, as official.
+`PretrainingMetrics` streams them over eval batches from host values (NumPy
+sums and counts; per-threshold counts for the AUC): the model's
+mlm_per_example_loss, mlm_preds, sampled_ids [B, N], disc_per_example_loss
+[B], disc_probs, disc_preds, disc_labels [B, S] and the batch's
+masked_lm_ids, masked_lm_weights [B, N], input_mask [B, S].  Weighted means
+as tf.compat.v1.metrics: the masked-LM ones by masked_lm_weights,
+disc_accuracy by input_mask, disc_precision / disc_recall by disc_preds /
+disc_labels * input_mask; disc_auc with 200 thresholds, trapezoidal.
+Additions disc_auc_real_tokens and disc_always_real_accuracy:
+docs/faithfulness.md ("disc_auc and padding").
 """
 
 from typing import Any, Dict, Mapping
@@ -52,11 +42,8 @@ def auc_thresholds(num_thresholds: int = AUC_NUM_THRESHOLDS) -> np.ndarray:
 
 def confusion_counts(labels: np.ndarray, predictions: np.ndarray,
                      thresholds: np.ndarray) -> Dict[str, np.ndarray]:
-  """tp, fn, tn, fp [T] int64 at each threshold for any-shaped inputs.
-
-  `labels` are positive where nonzero; `predictions` (float32) are positive
-  where strictly greater than the threshold.
-  """
+  """tp, fn, tn, fp [T] int64 at each threshold for any-shaped inputs:
+  labels positive where nonzero, predictions where above the threshold."""
   positive = np.asarray(labels).reshape(-1) != 0
   scores = np.asarray(predictions, dtype=np.float32).reshape(-1)
   # Number of thresholds strictly below each score: the score is positive at
@@ -202,13 +189,9 @@ class _Fetcher:
 class RepresentationStats:
   """How spread out an encoder's token vectors are (an electra-tf diagnostic).
 
-  Streams hidden states [B, S, H] with input_mask [B, S]; over the real tokens
-  `result()` gives effective_rank, exp(entropy of the centered covariance's
-  normalised eigenvalues) (Roy & Vetterli, 2007: H isotropic, 1 along one
-  line), and mean_cosine, the uncentered mean cosine of two distinct tokens
-  (near 1: anisotropy).  Neither measures what the vectors hold
-  (docs/learning.md, "Does it learn?").
-  """
+  Streams hidden states [B, S, H] with input_mask [B, S]; `result()` gives,
+  over the real tokens, effective_rank (Roy & Vetterli, 2007) and
+  mean_cosine of two distinct tokens.  docs/learning.md, "Does it learn?"."""
 
   def __init__(self, hidden_size: int):
     self.hidden_size = hidden_size

@@ -20,18 +20,10 @@ def objective(config: PretrainingConfig) -> objectives.Objective:
 def build_networks(config: PretrainingConfig, objective: objectives.Objective
                    ) -> Dict[str, Optional[TransformerEncoder]]:
   """The encoders of `config` for `objective`, as ElectraPretrainer's
-  keyword arguments: discriminator `electra`, and the generator:
-    generator_towers  (`generator_ltr`, `generator_rtl`) for a two-tower objective
-    generator         `generator` (a separate generator: an objective with a
-                      discriminator and untied_generator), else the
-                      discriminator itself (tied, or the masked LM); none
-                      with uniform_generator
-  A separate generator shares the discriminator's embeddings unless
-  untied_generator_embeddings (then they are as wide as its hidden size, an
-  official quirk).  Built in the order that draws the official initial
-  values: eagerly, outside name scopes, so the variables get their official
-  names.
-  """
+  keyword arguments: discriminator `electra`, and `generator_towers`
+  (two-tower), a separate `generator` (untied_generator) or the
+  discriminator itself (none with uniform_generator).  Built eagerly, in
+  the order that draws the official initial values."""
   discriminator = TransformerEncoder(config.encoder_config(),
                                      embedding_size=config.effective_embedding_size,
                                      name="electra")

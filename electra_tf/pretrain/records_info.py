@@ -1,12 +1,8 @@
 """What pre-training records say about themselves, read without TensorFlow.
 
-A folder that `build_tfrecords` finished holds its build record
-(`tfrecords.BUILD_RECORD`: the vocab's sha256, casing, max_seq_length, ...);
-any record file gives its examples' length.  The jobs compare these with the
-vocab, casing and length they are about to train or evaluate with, before
-any work (`check_built_with`), and take the length from the records when it
-is not given (`example_length`).  Remote paths (`gs://...`) are not read
-here: TensorFlow's start-up check (`pretrain.data.check_tfrecords`) covers them.
+The build record (`tfrecords.BUILD_RECORD`) and the records' example length,
+compared with what a job is about to use before any work (`check_built_with`,
+`example_length`).  Remote paths are left to `pretrain.data`'s check.
 """
 
 from __future__ import annotations

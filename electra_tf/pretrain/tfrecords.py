@@ -1,19 +1,12 @@
 """Pre-training TFRecords from text (official build_pretraining_dataset.py).
 
-`build_tfrecords` is the library behind `data_prep/build_tfrecords.py`: a
-corpus dir (every non-hidden file, sorted; `*.gz` decompressed; a line is a
-sentence, a blank line or a file's end ends a document) or the OpenWebText
-release (xz tar archives, read as streams) -> `output_dir/pretrain_data.
-tfrecord-I-of-N`, tf.train.Example records of int64 [max_seq_length]
-input_ids ([CLS] A [SEP] (B [SEP]), zero-padded), input_mask, segment_ids.
-
-The output is that of the official script with `num_processes` jobs (job j
-reads and writes the files i with i % P == j), reproducible with `seed`, and
-independent of `num_workers` (tokenizing runs on forked workers, chunk by
-chunk; each job's example builder runs in this process).  Files are written
-under `.partial` names and renamed at the end; `BUILD_RECORD` notes the
-settings and progress so that a rerun after a kill resumes byte for byte.
-Details: docs/pretraining.md.
+`build_tfrecords`, the library behind `data_prep/build_tfrecords.py`: a
+corpus dir (a line a sentence, a blank line or a file's end ends a document)
+or the OpenWebText release -> `output_dir/pretrain_data.tfrecord-I-of-N`,
+tf.train.Example records of int64 [max_seq_length] input_ids ([CLS] A [SEP]
+(B [SEP]), zero-padded), input_mask, segment_ids; the official script's
+output with `num_processes` jobs, reproducible with `seed`, resumable after
+a kill (`BUILD_RECORD`).  docs/pretraining.md.
 """
 
 from __future__ import annotations
@@ -133,13 +126,8 @@ def lines_of(varints: bytes, byte_splits: list, token_splits: list) -> List[Enco
 
 
 class ExampleEncoder:
-  """Serializes examples as tf.train.Example bytes.
-
-  The bytes equal `tf.train.Example.SerializeToString(deterministic=True)`
-  (features in sorted name order) at a fraction of its cost: Example.features
-  (field 1) -> Features.feature map entries (field 1: key 1, value 2) ->
-  Feature.int64_list (field 3) -> Int64List.value (field 1, packed varints).
-  """
+  """Serializes examples as tf.train.Example bytes, equal to
+  `SerializeToString(deterministic=True)` at a fraction of its cost."""
 
   def __init__(self, vocab_size: int, cls_id: int = 0, sep_id: int = 0,
                max_length: int = 0):
@@ -200,22 +188,12 @@ def _head(lines: Sequence[EncodedLine], num_tokens: int) -> bytes:
 
 
 class ExampleBuilder:
-  """Turns a stream of tokenized lines into examples (official ExampleBuilder).
+  """Turns a stream of tokenized lines into examples (official ExampleBuilder),
+  its random draws in the official order, from `rng` (docs/pretraining.md).
 
-  Lines accumulate until their tokens reach the target length (S, or with
-  probability 0.05 after each example a random length in [5, S] for the next
-  one) or the document ends. The lines are then split into segment A, filled
-  up to (target - 3) // 2 tokens (a line that would overflow it goes to A
-  with probability 1/2 while B is empty), and segment B; as official, a
-  later short line still joins A after B has begun. With probability 0.1
-  every line goes to A. A is cut to S - 2 tokens, B to S - 3 - len(A);
-  tokens past the cut are dropped. The random draws happen in the official
-  order, from `rng`.
-
-  The decisions need only the lines' lengths: a line is anything with len()
-  (a list of ids, or an EncodedLine), and `pack(A lines, A length, B lines,
-  B length)` makes the example (default: a PackedExample of id lists).
-  """
+  A line is anything with len() (a list of ids, or an EncodedLine), and
+  `pack(A lines, A length, B lines, B length)` makes the example (default: a
+  PackedExample of id lists)."""
 
   def __init__(self, max_length: int, cls_id: int, sep_id: int,
                rng: random.Random, pack: Optional[Callable] = None):
@@ -862,13 +840,10 @@ def build_tfrecords(corpus_files_or_dir: Union[str, Sequence[str]], vocab_file: 
                     checkpoint_every_mb: float = CHECKPOINT_MB,
                     log: Callable[[str], None] = lambda s: print(s, flush=True),
                     ) -> Dict[str, float]:
-  """Builds the TFRecords (module docstring) and returns the summary counters,
-  or goes on with an unfinished build of the same settings in output_dir.
-
-  `openwebtext`: the corpus dir holds OpenWebText's .xz archives;
-  `blanks_separate_docs` (None) then defaults to False, else to True.
-  `num_workers`: tokenizing processes (1: a thread of this process).
-  """
+  """Builds the TFRecords (module docstring), or goes on with an unfinished
+  build of the same settings in output_dir; returns the summary counters.
+  `blanks_separate_docs` None: False for `openwebtext`, else True;
+  `num_workers`: tokenizing processes (1: a thread of this process)."""
   if blanks_separate_docs is None:
     blanks_separate_docs = not openwebtext
   options = BuildOptions(

@@ -3,12 +3,8 @@ discriminator's verdicts, marked in the text.
 
     the [cat->dog]* sat on [the->a] mat* .
 
-`[orig->new]` is a token the generator replaced (the discriminator's label
-"replaced"); `*` follows every token the discriminator calls replaced.  So
-`[cat->dog]*` is a replacement it caught, `[the->a]` one it missed, `mat*` a
-real token it wrongly flags.  A masked token the generator sampled back
-correctly is real, as official, and shows as plain text.  Word pieces are
-joined into words ("play ##ing" -> "playing") unless one of them is marked.
+`[orig->new]`: a token the generator replaced; `*`: the discriminator calls
+it replaced.  Pieces are joined into words unless one of them is marked.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """tensorflow-text's WordPiece vocab learner, with its repeated work done once.
 
 `learn` returns exactly what tensorflow-text's
-`wordpiece_vocab.wordpiece_tokenizer_learner_lib.learn` returns for the same
-word counts and parameters (tests compare them on real corpora).  That
-learner bisects over the minimum count of a piece (from `upper_thresh` down
-to `lower_thresh`, until the vocab has at most `vocab_size` entries and at
-most `slack_ratio * vocab_size` fewer), relearning at each threshold; here
-the threshold-independent work is shared: the first pass's adjusted
-substring counts are computed once, and a later pass's counts are cached per
-set of current pieces (thresholds often reach the same pieces).  Vocab
-order: reserved tokens, single characters (sorted), learned pieces by count
-(ties alphabetical).
+`wordpiece_tokenizer_learner_lib.learn` returns for the same word counts and
+parameters; the threshold-independent work of its bisection is shared and
+later passes' counts are cached per set of current pieces.  Vocab order:
+reserved tokens, single characters (sorted), learned pieces by count (ties
+alphabetical).
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   """Vocab and TFRecords of the training corpus and of the held-out file."""
   from electra_tf.pretrain import corpus as corpus_lib  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import tfrecords  # pylint: disable=g-import-not-at-top
-  from electra_tf.pretrain import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.pretrain import vocab_builder  # pylint: disable=g-import-not-at-top
   data = work_dir / "data"
   heldout = os.path.join(FLAGS.corpus_dir, FLAGS.heldout_file)
   files = corpus_lib.list_corpus_files(FLAGS.corpus_dir)
@@ -149,8 +149,8 @@ def prepare_data(work_dir: pathlib.Path) -> Dict[str, str]:
   vocab_file = pathlib.Path(FLAGS.vocab_file) if FLAGS.vocab_file else data / "vocab.txt"
   if not vocab_file.exists():
     log(f"learning a {FLAGS.vocab_size}-piece vocab from {len(train_files)} files")
-    vocab = vocab_lib.build_vocab(vocab_lib.read_corpus_texts(train_files, "--corpus_dir"),
-                                  FLAGS.vocab_size)
+    vocab = vocab_builder.build_vocab(vocab_builder.read_corpus_texts(train_files, "--corpus_dir"),
+                                          FLAGS.vocab_size)
     data.mkdir(parents=True, exist_ok=True)
     fileio.atomic_write_text(str(vocab_file), "".join(t + "\n" for t in vocab))
   for name, corpus, num_files in (("train", train_files, 8), ("heldout", [heldout], 1)):

@@ -1,19 +1,11 @@
 """GLUE sentence(-pair) classification and regression tasks.
 
-Readers (official classification_tasks.py): each task's `_create_examples`
-names the columns of its texts and label and whether a header comes first.
-Example ids are 0-based data rows.  As official, a train row without the
-columns read is skipped and counted in one warning; on dev and test it stops
-the job with FILE:LINE, as a bad label does on any file (docs/finetuning.md,
-"Malformed data").  MNLI's dev is dev_matched (dev_mismatched scored as
-"mismatched_"); `double_unordered` trains MRPC and STS on both orders of
-each pair (official: these two only, not QQP).
-
-Features: [CLS] A [SEP] (B [SEP]), longer text truncated first; labels
-`<task>_label_ids` [N] int32, or for STS `<task>_targets` [N] float32 =
-score / 5.  Heads on the pooled [CLS] vector: dropout 0.1 and
-`task_specific/<task>/dense` (softmax cross-entropy, or 1 output and
-squared error).
+Readers as official classification_tasks.py; malformed rows:
+docs/finetuning.md ("Malformed data").  Features: [CLS] A [SEP] (B [SEP]),
+longer text truncated first; labels `<task>_label_ids` [N] int32, or for STS
+`<task>_targets` [N] float32 = score / 5.  Heads on the pooled [CLS] vector:
+dropout 0.1 and `task_specific/<task>/dense` (softmax cross-entropy, or 1
+output and squared error).
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from electra_tf import serving_text
+from electra_tf import text_graph
 from electra_tf.errors import DataError
 from electra_tf.finetune import metrics
 from electra_tf.finetune import readers
@@ -87,14 +79,9 @@ class SingleOutputTask(Task):
                  text_a_column: int, text_b_column: Optional[int],
                  label_column: Optional[int], skip_first_line: bool,
                  eid_offset: int = 0, swap: bool = False) -> List[InputExample]:
-    """Official _load_glue.
-
-    A row without the columns read is skipped on the train split, as official
-    (ids keep counting rows, so skipped ones leave gaps; one warning gives
-    the count and the first lines), and is a MalformedRowError on other
-    splits, whose scores would change.  A bad label is an error everywhere
-    (the official code fails on it when featurizing).
-    """
+    """Official _load_glue: a row without the columns read is skipped on
+    train (one warning) and a MalformedRowError elsewhere; a bad label is an
+    error everywhere."""
     examples, skipped = [], []
     for i, row in enumerate(rows):
       if i == 0 and skip_first_line:
@@ -141,10 +128,10 @@ class SingleOutputTask(Task):
   def encode_texts(self, text_a: str, text_b: Optional[str]
                    ) -> Dict[str, List[int]]:
     """input_ids / input_mask / segment_ids of [CLS] A [SEP] (B [SEP]), cut
-    by serving_text.packed_lengths (the text signature's rule too)."""
+    by text_graph.packed_lengths (the text signature's rule too)."""
     tokens_a = self.tokenizer.tokenize(text_a)
     tokens_b = self.tokenizer.tokenize(text_b) if text_b else []
-    keep_a, keep_b = serving_text.packed_lengths(
+    keep_a, keep_b = text_graph.packed_lengths(
         len(tokens_a), len(tokens_b), self.config.max_seq_length, np)
     tokens = ["[CLS]"] + tokens_a[:keep_a] + ["[SEP]"]
     segment_ids = [0] * len(tokens)

@@ -16,8 +16,8 @@ from typing import Callable, Dict, Mapping, Optional
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf import serving
-from electra_tf import serving_text
+from electra_tf import saved_model
+from electra_tf import text_graph
 from electra_tf.config import ModelConfig
 
 ROWS_PER_RUN = 64  # windows per model call: bounds memory on long contexts
@@ -89,7 +89,7 @@ def final_text(pred_text: tf.Tensor, orig_text: tf.Tensor, tok_text: tf.Tensor):
   start = _length(tf.strings.substr(tok_text, tf.zeros_like(byte_start),
                                     tf.maximum(byte_start, 0)), "UTF8_CHAR")
   end = start + _length(pred_text, "UTF8_CHAR") - 1
-  tok_to_solid = serving_text.exclusive_row_cumsum(tf.cast(tok_solid, tf.int64))
+  tok_to_solid = text_graph.exclusive_row_cumsum(tf.cast(tok_solid, tf.int64))
   orig_solid_positions = tf.ragged.boolean_mask(
       tf.ragged.range(orig_chars.row_lengths()), orig_solid)
 
@@ -147,13 +147,13 @@ class _Document:
   piece_words: tf.RaggedTensor  # int64 [B, (n)]: the word of each piece
 
 
-def _document(context: tf.Tensor, text_encoder: serving_text.TextEncoder) -> _Document:
+def _document(context: tf.Tensor, text_encoder: text_graph.TextEncoder) -> _Document:
   words, word_begins, _ = tf_text.regex_split_with_offsets(context, _CONTEXT_WHITESPACE)
   word_pieces = text_encoder.word_pieces(words)  # [B, (words), (pieces)]
   pieces = word_pieces.merge_dims(1, 2)
   piece_words = pieces.with_flat_values(
       word_pieces.values.value_rowids() - tf.gather(words.row_starts(), pieces.value_rowids()))
-  return _Document(words, serving_text.char_offsets(context, word_begins), pieces, piece_words)
+  return _Document(words, text_graph.char_offsets(context, word_begins), pieces, piece_words)
 
 
 @dataclasses.dataclass
@@ -282,7 +282,7 @@ def _best_spans(windows: _Windows, outputs: Mapping[str, tf.Tensor], config,
 
 
 def _span_answer(document: _Document, spans: _BestSpans,
-                 text_encoder: serving_text.TextEncoder):
+                 text_encoder: text_graph.TextEncoder):
   """The text of each best span on the original words (qa_tasks.final_text) and
   its character offsets [start, end) in the context (int64 [B])."""
   pred_text = tf.strings.reduce_join(
@@ -301,7 +301,7 @@ def _span_answer(document: _Document, spans: _BestSpans,
                            unit="UTF8_CHAR")
   # A character of orig_text -> the context: through the span word holding it.
   word_lengths = span_words.with_flat_values(_length(span_words.flat_values, "UTF8_CHAR"))
-  orig_word_begins = serving_text.exclusive_row_cumsum(word_lengths + 1)
+  orig_word_begins = text_graph.exclusive_row_cumsum(word_lengths + 1)
   context_word_begins = _spans(document.word_begins, first_word, last_word)
 
   def to_context(position):
@@ -317,7 +317,7 @@ def _span_answer(document: _Document, spans: _BestSpans,
 
 
 def qa_functions(model_config: ModelConfig, task,
-                 text_encoder: Optional[serving_text.TextEncoder],
+                 text_encoder: Optional[text_graph.TextEncoder],
                  task_outputs: Callable[[Mapping[str, tf.Tensor]], Dict[str, tf.Tensor]]):
   """serve (ids, per window) and serve_text (module docstring) of `task`.
 
@@ -329,20 +329,20 @@ def qa_functions(model_config: ModelConfig, task,
   joint = config.joint_prediction
 
   def head_outputs(inputs):
-    return task_outputs({k: inputs[k] for k in serving.INPUT_NAMES})
+    return task_outputs({k: inputs[k] for k in saved_model.INPUT_NAMES})
 
-  @tf.function(input_signature=serving.input_signature(),
-               autograph=False)
+  @tf.function(input_signature=saved_model.input_signature(),
+                   autograph=False)
   def serve(input_ids, input_mask, segment_ids):
-    inputs = serving.check_serving_inputs(input_ids, input_mask, segment_ids,
-                                             model_config)
+    inputs = saved_model.check_serving_inputs(input_ids, input_mask, segment_ids,
+                                                 model_config)
     if joint:
       check = tf.debugging.assert_greater_equal(
           tf.shape(input_ids)[1], config.beam_size,
           message=f"input_ids: sequence length is less than beam_size {config.beam_size}")
       with tf.control_dependencies([check]):
         inputs = tuple(tf.identity(t) for t in inputs)
-    return head_outputs(dict(zip(serving.INPUT_NAMES, inputs)))
+    return head_outputs(dict(zip(saved_model.INPUT_NAMES, inputs)))
 
   if text_encoder is None:
     return serve, None
@@ -351,7 +351,7 @@ def qa_functions(model_config: ModelConfig, task,
     document = _document(context, text_encoder)
     query = text_encoder.pieces(question)
     windows = _windows(task, document.pieces.row_lengths(), query.row_lengths())
-    query = serving_text.ragged_prefix(query, windows.query_length)
+    query = text_graph.ragged_prefix(query, windows.query_length)
     n_rows = tf.size(windows.example, out_type=tf.int64)
 
     def constant_rows(token):
@@ -360,15 +360,15 @@ def qa_functions(model_config: ModelConfig, task,
 
     window_pieces = _spans(document.pieces, windows.start,
                            windows.start + windows.length - 1, rows=windows.example)
-    tokens = tf.concat([constant_rows(serving_text.CLS_TOKEN), windows.per_row(query),
-                        constant_rows(serving_text.SEP_TOKEN), window_pieces,
-                        constant_rows(serving_text.SEP_TOKEN)], axis=1)
+    tokens = tf.concat([constant_rows(text_graph.CLS_TOKEN), windows.per_row(query),
+                        constant_rows(text_graph.SEP_TOKEN), window_pieces,
+                        constant_rows(text_graph.SEP_TOKEN)], axis=1)
     segment_ids = tf.cast(tf.ragged.range(tokens.row_lengths()) >=
                           tf.expand_dims(windows.doc_first, 1), tf.int32)
     inputs = text_encoder.model_inputs(tokens, segment_ids,
                                        min_length=config.beam_size if joint else 1)
-    outputs = _in_runs(head_outputs, {k: inputs[k] for k in serving.INPUT_NAMES},
-                       head_output_dtypes(task))
+    outputs = _in_runs(head_outputs, {k: inputs[k] for k in saved_model.INPUT_NAMES},
+                           head_output_dtypes(task))
     n_examples = tf.size(question, out_type=tf.int64)
     spans = _best_spans(windows, outputs, config, n_examples)
     text, answer_start, answer_end = _span_answer(document, spans, text_encoder)
@@ -393,13 +393,13 @@ def qa_functions(model_config: ModelConfig, task,
     result["answer"] = answer_text
     return result
 
-  @tf.function(input_signature=[serving_text.text_spec("question"),
-                                serving_text.text_spec("context")],
-               autograph=False)
+  @tf.function(input_signature=[text_graph.text_spec("question"),
+                                text_graph.text_spec("context")],
+             autograph=False)
   def serve_text(question, context):
-    question = serving_text.check_utf8(question, "question")
-    context = serving_text.check_utf8(
-        serving_text.check_same_batch(context, "context", question, "question"),
+    question = text_graph.check_utf8(question, "question")
+    context = text_graph.check_utf8(
+        text_graph.check_same_batch(context, "context", question, "question"),
         "context")
     return answer(question, context)
 

@@ -1,16 +1,12 @@
 """Span-extraction QA (official qa_tasks): SQuAD 1.1 (`squadv1`), 2.0 (`squad`)
 and the MRQA sets (`newsqa`, `naturalqs`, `triviaqa`, `searchqa`).
 
-Features: [CLS] question [SEP] window [SEP] (question cut to
-max_query_length pieces, windows doc_stride pieces apart).  Per row:
+Features: [CLS] question [SEP] window [SEP].  Per row:
   <task>_eid              [N] int32  1000 * example id + window index
   <task>_start_positions  [N] int32  answer start in the row (0 = [CLS] when
   <task>_end_positions    [N] int32  the window misses it); training only
   <task>_is_impossible    [N] int32  SQuAD 2.0 unanswerable; training only
-Head: `QAHead`.  Evaluation: the official n-best search over max-context
-windows, then the official SQuAD 1.1 / 2.0 or MRQA EM/F1.  Reading rules and
-official quirks (skipped answers, debug splits, the answerable classifier
-on SQuAD 1.1 too): docs/finetuning.md.
+Reading rules and official quirks: docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -26,8 +22,8 @@ import tensorflow as tf
 from absl import logging
 
 from electra_tf.errors import ConfigError, DataError
-from electra_tf.finetune import export
 from electra_tf.finetune import readers
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.qa import qa_metrics
 from electra_tf.finetune.qa import qa_serving
@@ -193,7 +189,7 @@ class QATask(Task):
   def serving_functions(self, model, text_encoder):
     return qa_serving.qa_functions(
         model.encoder.config, self, text_encoder,
-        lambda features: export.task_outputs(model, self, features))
+        lambda features: task_saved_model.task_outputs(model, self, features))
 
   def window_layout(self, n_pieces, n_query, xp):
     """How a question of n_query pieces and a document of n_pieces are

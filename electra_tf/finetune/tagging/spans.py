@@ -1,24 +1,16 @@
 """Tag sequences and the spans they mark: schemes, decoders and encoders.
 
-Pure Python; the scorers (tagging_metrics.py) and tasks call it, and the
-serving graphs apply its rules through the tables at the end.  A tag is "O"
-or PREFIX-TYPE (B, I, E, S); a span is (start, end inclusive, type) over word indices.
-Schemes (SCHEMES): IOB1 (I- throughout, B- only to start a span right after
-one of its type: original CoNLL-2003), IOB2 / "BIO" (B- first, then I-),
-BIOES (B-, I-, E- last, S- one word: what the official tagging model
-predicts).  Decoders agree on well-formed tags and differ on ill-formed:
+A tag is "O" or PREFIX-TYPE (B, I, E, S); a span is (start, end inclusive,
+type) over word indices.  Schemes (SCHEMES): IOB1, IOB2 / "BIO", BIOES.
+Decoders agree on well-formed tags and differ on ill-formed:
 
-  LENIENT  conlleval / seqeval default (`entity_spans`): a span starts at
-           B-/S-, after O, E- or S-, or where the type changes
-  CHUNK    official tagging_utils, kept for `chunk` (`chunk_spans`): starts
-           at B-/S- or after O, ends before the next B-/S-/O; E- does not
-           close it, a type change does not split it (last tag's type)
-  strict   seqeval strict mode (`strict_entity_spans`): spans not written as
-           the scheme writes them are dropped
+  LENIENT  conlleval / seqeval default (`entity_spans`)
+  CHUNK    official tagging_utils, for `chunk` (`chunk_spans`): E- does not
+           close a span, a type change does not split it
+  strict   seqeval strict mode (`strict_entity_spans`)
 
-LENIENT and CHUNK depend only on the tags of words i-1 and i, so
-`boundary_tables` (and `prefix_table` for the encoders) tabulate them for
-the serving graphs (tagging_serving.py).
+LENIENT and CHUNK read only the tags of words i-1 and i, so
+`boundary_tables` and `prefix_table` tabulate them for the serving graphs.
 """
 
 from __future__ import annotations
@@ -183,14 +175,9 @@ def check_scheme_tags(tags: Iterable[str], scheme: str) -> None:
 
 
 def strict_entity_spans(tags: Sequence[str], scheme: str) -> List[Span]:
-  """Spans as seqeval's strict mode reads them with `scheme`.
-
-  Scanning left to right: a span begins where `starts(previous tag, tag)`,
-  takes the following tags while they `continue` it, and counts only if its
-  last tag `ends` before the tag after it ("O" after the sentence); either
-  way the scan goes on from that tag.  DataError on a prefix the scheme
-  does not use.
-  """
+  """Spans as seqeval's strict mode reads them with `scheme`: a span counts
+  only if written as the scheme writes it.  DataError on a prefix the scheme
+  does not use."""
   scheme = canonical_scheme(scheme)
   check_scheme_tags(tags, scheme)
   rule = STRICT_RULES[scheme]

@@ -2,14 +2,9 @@
 
 `serving_default`: int32 input_ids, input_mask, segment_ids [batch, seq] and
 labeled_positions [batch, words] -> logits [batch, words, labels] float32,
-predictions [batch, words] int32 (label ids).  `text`: tf.string `text`
-[batch], featurized in the graph by the rules the task declares for its
-featurizer (`word_fits`, `empty_word_piece`, `segment_id`) -> words, tags
-(as the task's predictions write them) and logits; a task with
-`entity_outputs` (ner) also returns its entities with character offsets and
-scores.  Outputs in full: docs/serving.md.  Span tasks' tags are read as
-spans by the task's `span_rule` through the tables of spans.py, not a copy
-of the rules.
+predictions [batch, words] int32.  `text`: tf.string `text` [batch],
+featurized by the rules the task declares -> words, tags and logits (with
+`entity_outputs`, entities).  docs/serving.md.
 """
 
 from __future__ import annotations
@@ -18,9 +13,9 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from electra_tf import serving
-from electra_tf import serving_text
-from electra_tf.finetune import export
+from electra_tf import saved_model
+from electra_tf import text_graph
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.tagging import spans
 
 
@@ -81,23 +76,23 @@ def decode_in_graph(task, label_ids: tf.RaggedTensor) -> Dict[str, tf.Tensor]:
           "span_first": span_first, "span_last": span_last, "span_type": span_type}
 
 
-def tagger_functions(model, task, text_encoder: Optional[serving_text.TextEncoder]
-                     ) -> export.SignatureFunctions:
+def tagger_functions(model, task, text_encoder: Optional[text_graph.TextEncoder]
+                     ) -> task_saved_model.SignatureFunctions:
   """serve and serve_text of a tagging task (module docstring)."""
   config = model.encoder.config
 
   def head_outputs(inputs, labeled_positions, words_mask) -> Dict[str, tf.Tensor]:
-    features = export.model_inputs(inputs)
+    features = task_saved_model.model_inputs(inputs)
     features.update({f"{task.name}_labeled_positions": labeled_positions,
                      f"{task.name}_labels": tf.zeros_like(labeled_positions),
                      f"{task.name}_labels_mask": tf.cast(words_mask, tf.float32)})
-    return export.task_outputs(model, task, features)
+    return task_saved_model.task_outputs(model, task, features)
 
-  @tf.function(input_signature=serving.input_signature() + [
+  @tf.function(input_signature=saved_model.input_signature() + [
       tf.TensorSpec([None, None], tf.int32, name="labeled_positions")],
-               autograph=False)
+                   autograph=False)
   def serve(input_ids, input_mask, segment_ids, labeled_positions):
-    inputs = dict(zip(serving.INPUT_NAMES, serving.check_serving_inputs(
+    inputs = dict(zip(saved_model.INPUT_NAMES, saved_model.check_serving_inputs(
         input_ids, input_mask, segment_ids, config)))
     checks = [
         tf.debugging.assert_equal(
@@ -139,16 +134,16 @@ def _packed(task, text_encoder, pieces: tf.RaggedTensor):
   n_rows = pieces.nrows()
   n_words = pieces.row_lengths()
   piece_counts = pieces.row_lengths(axis=2)
-  word_begins = 1 + serving_text.exclusive_row_cumsum(piece_counts)
+  word_begins = 1 + text_graph.exclusive_row_cumsum(piece_counts)
   kept = task.word_fits(word_begins, piece_counts, tf.expand_dims(n_words, 1))
   n_kept = tf.reduce_sum(tf.cast(kept, tf.int64), axis=1)
   cls_rows = tf.cast(tf.broadcast_to(task.word_fits(0, 1, n_words), [n_rows]), tf.int64)
   tokens = tf.concat([
       tf.RaggedTensor.from_row_lengths(
-          tf.fill([tf.reduce_sum(cls_rows)], serving_text.CLS_TOKEN), cls_rows),
-      serving_text.ragged_prefix(pieces, n_kept).merge_dims(1, 2),
+          tf.fill([tf.reduce_sum(cls_rows)], text_graph.CLS_TOKEN), cls_rows),
+      text_graph.ragged_prefix(pieces, n_kept).merge_dims(1, 2),
       tf.RaggedTensor.from_row_lengths(
-          tf.fill([n_rows], serving_text.SEP_TOKEN), tf.ones([n_rows], tf.int64))],
+          tf.fill([n_rows], text_graph.SEP_TOKEN), tf.ones([n_rows], tf.int64))],
       axis=1)
   inputs = text_encoder.model_inputs(
       tokens, tf.ones_like(tokens, tf.int32) * task.segment_id, min_length=1)
@@ -164,9 +159,9 @@ def _text_function(task, text_encoder, head_outputs):
   tokenizer splits them, with their offsets), their tags and logits, and
   with task.entity_outputs the entities."""
 
-  @tf.function(input_signature=[serving_text.text_spec("text")], autograph=False)
+  @tf.function(input_signature=[text_graph.text_spec("text")], autograph=False)
   def serve_text(text):
-    text = serving_text.check_utf8(text, "text")
+    text = text_graph.check_utf8(text, "text")
     if task.entity_outputs:
       words, byte_starts, byte_ends = text_encoder.raw_words(text)
     else:
@@ -175,7 +170,7 @@ def _text_function(task, text_encoder, head_outputs):
     inputs, labeled_positions, kept_mask, n_kept = _packed(
         task, text_encoder, _word_pieces(task, text_encoder, words))
     outputs = head_outputs(inputs, labeled_positions, kept_mask)
-    predictions = serving_text.ragged_prefix(
+    predictions = text_graph.ragged_prefix(
         tf.RaggedTensor.from_tensor(outputs["predictions"]), n_kept)
     decoded = decode_in_graph(task, predictions)
     tags = decoded["tags"]
@@ -203,16 +198,16 @@ def _entities(text, words, byte_starts, byte_ends, n_kept, decoded, logits):
   probabilities = tf.reduce_max(tf.nn.softmax(logits, axis=-1), axis=-1)
   # Entities: flat kept-word indices -> flat indices of all words.
   all_words = words.with_flat_values(tf.range(tf.size(words.flat_values, out_type=tf.int64)))
-  kept_to_all = serving_text.ragged_prefix(all_words, n_kept).flat_values
+  kept_to_all = text_graph.ragged_prefix(all_words, n_kept).flat_values
   first = tf.gather(kept_to_all, decoded["span_first"])
   last = tf.gather(kept_to_all, decoded["span_last"])
   span_row = tf.gather(words.value_rowids(), first)
-  char_starts = serving_text.char_offsets(text, byte_starts).flat_values
-  char_ends = serving_text.char_offsets(text, byte_ends).flat_values
+  char_starts = text_graph.char_offsets(text, byte_starts).flat_values
+  char_ends = text_graph.char_offsets(text, byte_ends).flat_values
   byte_start = tf.gather(byte_starts.flat_values, first)
   entity_text = tf.strings.substr(tf.gather(text, span_row), byte_start,
                                   tf.gather(byte_ends.flat_values, last) - byte_start)
-  word_probabilities = serving_text.ragged_prefix(
+  word_probabilities = text_graph.ragged_prefix(
       tf.RaggedTensor.from_tensor(probabilities), n_kept).flat_values
   in_span = decoded["word_span"] >= 0
   n_spans = tf.size(decoded["span_type"], out_type=tf.int64)

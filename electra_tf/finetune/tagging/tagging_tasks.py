@@ -1,19 +1,13 @@
-"""Sequence tagging: `TaggingTask` (a label per word: the file's tags,
-accuracy), `SpanTaggingTask` (tags read as spans): chunking (`chunk`) and
-NER (`ner`).
+"""Sequence tagging: `TaggingTask` (a label per word), `SpanTaggingTask` (tags
+read as spans, learned as BIOES as the official tagging model): chunking
+(`chunk`) and NER (`ner`).
 
-CoNLL files (`readers.read_conll_sentences`), a word a line, its tag in
-field `tag_field`.  A token-level task learns the file's tags (official
-is_token_level); a span task reads them as spans by its `span_rule` and
-learns them as BIOES tags (spans.encode), as the official tagging model
-does.  Features: [CLS] the pieces of the kept words [SEP] (`word_fits`), a
-word labelled at its first piece (official):
+Features: [CLS] the pieces of the kept words [SEP] (`word_fits`), a word
+labelled at its first piece (official):
   <task>_labels             [N, S] int32    label id of word i at column i
   <task>_labels_mask        [N, S] float32  1 for the words that were kept
   <task>_labeled_positions  [N, S] int32    position of word i's first piece
-Predictions: one line of tags per sentence (span tasks: read by span_rule,
-written in file_scheme).  The packing rules and output choices declared here
-are what the text signature follows too (tagging_serving.py).
+The rules declared here are what the text signature follows too.
 """
 
 from __future__ import annotations
@@ -61,12 +55,9 @@ class TaggedSentence:
 
 
 class TaggingTask(Task):
-  """One tag per word of CoNLL-format sentences, the file's tags as labels
-  (sorted, from every split file present, as official); accuracy over the
-  kept words, the eval loss the mean over them.  A subclass names itself
-  and may change the rules below, which the featurizer and the text
-  signature both read.
-  """
+  """One tag per word of CoNLL-format sentences, the file's sorted tags as
+  labels; accuracy over the kept words.  Subclasses may change the rules
+  below, which the featurizer and the text signature both read."""
   help = "token-level tagging of CoNLL files"
   sentence_examples = True
   tag_field: ClassVar[int] = -1  # the field of a CoNLL line that holds the tag
@@ -265,14 +256,10 @@ class SpanTaggingTask(TaggingTask):
 class ChunkingTask(SpanTaggingTask):
   """Text chunking on CoNLL-2000 (official tagging_tasks.Chunking).
 
-  Official behaviour kept: the file is IOB2; the CHUNK rule reads spans (an
-  I- of another type continues a chunk); the labels are the sorted BIOES
-  tags seen in every split file present (train, dev, test); every token has
-  segment id 1; a word without pieces has none; a sentence is cut as soon
-  as its pieces so far plus one slot per word would exceed max_seq_length
-  (`word_fits`; [CLS] too); the score is chunk-level F1 over the kept
-  words; the eval loss adds each word's loss twice.
-  """
+  Official behaviour kept: IOB2 files read by the CHUNK rule, sorted BIOES
+  labels from every split, segment id 1, a sentence cut when its pieces plus
+  one slot per word would exceed max_seq_length, chunk F1 over kept words,
+  each word's eval loss counted twice."""
   span_rule = spans.CHUNK
   segment_id = 1
   empty_word_piece = None
@@ -306,14 +293,9 @@ class ChunkingTask(SpanTaggingTask):
 class NER(SpanTaggingTask):
   """Named-entity recognition on CoNLL-2003-format files.
 
-  Tags in hparam `tagging_scheme` (IOB1, IOB2, BIOES), the entity types those
-  of the training file (others are an error), spans read by the conlleval
-  rule (spans.LENIENT).  Words cut at max_seq_length are predicted O.  Scores
-  as seqeval over whole sentences: precision, recall, f1 (default mode) and
-  strict_* (strict mode), micro-averaged, and per type in the `entities`
-  table; the eval loss is the mean over kept words.  do_lower_case false by
-  default (a cased vocab).
-  """
+  Tags in hparam `tagging_scheme`, entity types the training file's, spans
+  by the conlleval rule; words cut at max_seq_length are predicted O.  Scores
+  as seqeval (default and strict_*), per type in `entities`."""
   help = "named-entity recognition (CoNLL-2003 format; entity F1 as seqeval)"
   entity_outputs = True
   tags_cut_words = True

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import serving_text, tokenization
+from electra_tf import text_graph, tokenization
 from electra_tf.finetune.classification import classification_tasks
 
 
@@ -24,7 +24,7 @@ def test_packed_lengths_equal_the_official_truncation():
   lengths to 12 and max_seq_length 3 to 14; a B of no pieces is no B."""
   cases = list(itertools.product(range(13), range(13), range(3, 15)))
   len_a, len_b, max_length = (np.array(c, np.int64) for c in zip(*cases))
-  keep_a, keep_b = serving_text.packed_lengths(len_a, len_b, max_length)
+  keep_a, keep_b = text_graph.packed_lengths(len_a, len_b, max_length)
   for (a, b, m), got_a, got_b in zip(cases, keep_a.numpy(), keep_b.numpy()):
     tokens_a, tokens_b = list(range(a)), list(range(b))
     if b:
@@ -32,21 +32,21 @@ def test_packed_lengths_equal_the_official_truncation():
     else:
       tokens_a = tokens_a[:m - 2]
     assert (got_a, got_b) == (len(tokens_a), len(tokens_b)), (a, b, m)
-    assert serving_text.packed_lengths(a, b, m, np) == (got_a, got_b)
+    assert text_graph.packed_lengths(a, b, m, np) == (got_a, got_b)
 
 
 def test_ragged_helpers():
   values = tf.ragged.constant([[1, 2, 3], [], [4, 5]], tf.int64)
-  assert serving_text.exclusive_row_cumsum(values).to_list() == [[0, 1, 3], [], [0, 4]]
-  assert serving_text.ragged_prefix(values, tf.constant([2, 0, 1], tf.int64)
-                                    ).to_list() == [[1, 2], [], [4]]
+  assert text_graph.exclusive_row_cumsum(values).to_list() == [[0, 1, 3], [], [0, 4]]
+  assert text_graph.ragged_prefix(values, tf.constant([2, 0, 1], tf.int64)
+                                  ).to_list() == [[1, 2], [], [4]]
   nested = tf.ragged.constant([[["a"], ["b", "c"]], [["d"]]])
-  assert serving_text.ragged_prefix(nested, tf.constant([1, 1], tf.int64)).to_list() == [
+  assert text_graph.ragged_prefix(nested, tf.constant([1, 1], tf.int64)).to_list() == [
       [[b"a"]], [[b"d"]]]
 
 
 def test_utf8_and_batch_checks_name_the_input():
-  check_utf8 = tf.function(lambda text: serving_text.check_utf8(text, "text_a"))
+  check_utf8 = tf.function(lambda text: text_graph.check_utf8(text, "text_a"))
   good = tf.constant(["héllo", "", "a\x00b"])
   assert check_utf8(good).numpy().tolist() == ["héllo".encode(), b"", b"a\x00b"]
   bad = tf.constant([b"ok", b"\xff", b"a\xed\xa0\x80b", b"\xe2\x82"])
@@ -55,7 +55,7 @@ def test_utf8_and_batch_checks_name_the_input():
     check_utf8(bad)
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="text_b: batch size differs from the batch size of text_a"):
-    tf.function(serving_text.check_same_batch)(good[:2], "text_b", good, "text_a")
+    tf.function(text_graph.check_same_batch)(good[:2], "text_b", good, "text_a")
 
 
 @pytest.mark.slow
@@ -70,7 +70,7 @@ def test_pack_equals_encode_texts(bert_vocab, tmp_path):
   texts_a = ["The café's ΟΔΟΣ, naïve İstanbul!", "", "word " * 40, "short",
              "中文字符 テスト", "x"]
   texts_b = ["A second text.", "only b", "", "long " * 30, "y " * 11, ""]
-  with serving_text.text_encoder(tokenizer) as encoder:
+  with text_graph.text_encoder(tokenizer) as encoder:
     pack = tf.function(lambda a, b: encoder.pack(a, b, max_length))
     pairs = pack(tf.constant(texts_a), tf.constant(texts_b))
     singles = tf.function(lambda a: encoder.pack(a, None, max_length))(

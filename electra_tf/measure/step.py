@@ -14,8 +14,8 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from electra_tf import config as config_lib
-from electra_tf.bench.device import device_and_peak_memory_mb
 from electra_tf.errors import TrainingError
+from electra_tf.measure.device import device_and_peak_memory_mb
 from electra_tf.pretrain.config import PretrainingConfig
 
 
@@ -71,16 +71,10 @@ def model_garden_step_runner(config: PretrainingConfig, batch: Dict[str, np.ndar
                              precision: str = "float32"
                              ) -> Tuple[Callable[[int], None], str]:
   """(run_steps(n): n steps of Model Garden's ELECTRA pre-training on `batch`,
-  the compute dtype its encoders run in).
-
-  BertEncoder networks of the config's discriminator/generator sizes with the
-  generator sharing the discriminator's embedding layer (as the electra task
-  with tie_embeddings), the task's loss, Keras AdamW clipped to global norm 1.
-  precision "bfloat16": the encoders are built under the mixed_bfloat16
-  policy, the ElectraPretrainer around them (heads, sampling) in float32 (the
-  setting a user can choose without editing Model Garden; under a global
-  mixed_bfloat16 policy its sampling fails on mixed float32/bfloat16 inputs).
-  """
+  the compute dtype its encoders run in): BertEncoders of the config's sizes
+  sharing the embedding layer, the task's loss, Keras AdamW clipped to norm
+  1; precision "bfloat16": the encoders under mixed_bfloat16, the rest
+  float32.  docs/performance.md."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras as keras  # pylint: disable=g-import-not-at-top
   from official.nlp.configs import encoders  # pylint: disable=g-import-not-at-top
@@ -203,14 +197,10 @@ def run_benchmark(config: PretrainingConfig, steps: int, warmup_steps: int,
   """The JSON figures for `config` (train_batch_size x max_seq_length).
 
   Our step is timed `pairs` times (`steps` steps each, after `warmup_steps`
-  untimed ones) and the median is reported.  With a baseline, both are built
-  in this process and timed alternately (ours, baseline, ours, ...), so that
-  a machine whose speed drifts affects both alike; `speedup` is the median of
-  the per-pair ratios.  `peak_memory_mb` is taken after our warm-up, before
-  the baseline is built.  With `profile_dir`, `steps` more of our steps are
-  traced there (after the timings) and `profile_top_ops` lists the op types
-  that took the most time, in ms per step summed over the threads.
-  """
+  untimed ones), the median reported; a baseline is timed alternately in
+  this process, `speedup` the median of per-pair ratios.  With
+  `profile_dir`, `steps` more steps are traced and `profile_top_ops` lists
+  the costliest op types (ms per step)."""
   from electra_tf import flops  # pylint: disable=g-import-not-at-top
   batch = synthetic_batch(config.train_batch_size, config.max_seq_length,
                           config.max_predictions_per_seq, config.vocab_size, config.seed)

@@ -1,8 +1,8 @@
-"""The record a benchmark writes beside its figures (electra_tf/bench/record.py)."""
+"""The record a benchmark writes beside its figures (electra_tf/measure/record.py)."""
 
 import json
 
-from electra_tf.bench import record
+from electra_tf.measure import record
 
 
 def test_machine_reads_the_cpu_its_speed_flags_and_memory(tmp_path):

@@ -1,18 +1,12 @@
 """A measurement's record: where, when and from which code a figure came.
 
 The benchmark commands' `--json_output=FILE` (`--output` of
-`electra_tf.bench_memory`) writes
-
-  {"command": the command line, "date": UTC ISO time of the end,
-   "started": UTC ISO time of the start, "machine": {"cpu", "cores",
-   "cpu_flags" (the ones that change speed: avx2, avx512f, avx512_bf16,
-   amx_bf16), "gpus", "memory_gb", "load_average" (1, 5, 15 minutes, at
-   the end), "cpus" (the machine's) and "cores" (this process may use)},
-   "commit": the checkout's git commit (with "+changes" when its
-   tracked files differ from it), "result": what the command printed}
-
-so that a figure quoted in the docs (docs/results/) can be traced to the
-machine, the date and the code that measured it.
+`electra_tf.bench_memory`) writes {"command": the command line, "date" /
+"started": UTC ISO times of the end / start, "machine": {"cpu", "cores",
+"cpu_flags" (avx2, avx512f, avx512_bf16, amx_bf16), "gpus", "memory_gb",
+"load_average" (1, 5, 15 minutes, at the end), "cpus" (the machine's) and
+"cores" (this process may use)}, "commit" (with "+changes" when tracked
+files differ), "result": what the command printed}.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ def utc_now() -> str:
 def machine(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Dict[str, Any]:
   """The CPU model, its cores (this process's), speed-relevant flags, GPUs
   (nvidia-smi's names, when there is one), memory and load."""
-  from electra_tf.bench.device import available_cores  # pylint: disable=g-import-not-at-top
+  from electra_tf.measure.device import available_cores  # pylint: disable=g-import-not-at-top
   cpu, flags_present, memory_gb = None, [], None
   try:
     with open(cpuinfo, encoding="utf-8") as f:

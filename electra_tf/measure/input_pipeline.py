@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict
 
-from electra_tf.bench.device import available_cores
+from electra_tf.measure.device import available_cores
 
 
 def run_input_benchmark(file_patterns: str, batch_size: int, seq_length: int,

@@ -1,13 +1,9 @@
-"""Exports a fine-tuned task model as a SavedModel (`--export_dir=DIR` -> DIR/<task>).
+"""The SavedModel of a fine-tuned task (`--export_dir=DIR` -> DIR/<task>).
 
-Two signatures: `serving_default` takes int32 input_ids, input_mask,
-segment_ids [batch, seq] (tagging also labeled_positions [batch, words]) and
-returns the head's inference outputs; `text` takes tf.string tensors and
-featurizes them in the graph as the fine-tuning featurizer does.  Each task
-builds its own signature functions (`Task.serving_functions`, in its
-family's *_serving.py); this module holds what all tasks share.  Outputs
-per task kind: docs/serving.md.  The SavedModel loads with `tf.saved_model.load` after
-`import tensorflow_text`, without this project.
+What every task's export shares; each task builds its signature functions
+(`Task.serving_functions`, in its family's *_serving.py): `serving_default`
+on int32 ids [batch, seq], `text` on tf.string tensors featurized in the
+graph as the fine-tuning featurizer does.  Outputs: docs/serving.md.
 """
 
 from __future__ import annotations
@@ -16,8 +12,8 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
-from electra_tf import serving
-from electra_tf import serving_text
+from electra_tf import saved_model
+from electra_tf import text_graph
 from electra_tf.finetune.model import FinetuningModel
 from electra_tf.finetune.task import Task
 
@@ -42,16 +38,16 @@ def task_outputs(model: FinetuningModel, task: Task,
 
 
 def model_inputs(inputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  return {name: inputs[name] for name in serving.INPUT_NAMES}
+  return {name: inputs[name] for name in saved_model.INPUT_NAMES}
 
 
 def serving_module(model: FinetuningModel, task: Task,
-                   text_encoder: Optional[serving_text.TextEncoder] = None
+                   text_encoder: Optional[text_graph.TextEncoder] = None
                    ) -> tf.Module:
   """The tf.Module of `task`: `serve` (ids), `serve_text` when there is a
   text_encoder, and the variables they read."""
   serve, serve_text = task.serving_functions(model, text_encoder)
-  return serving.variables_module(
+  return saved_model.variables_module(
       serve, list(model.encoder.variables) + list(model.heads[task.name].variables),
       serve_text, text_encoder)
 
@@ -60,6 +56,6 @@ def export_task_model(model: FinetuningModel, task: Task, export_dir: str,
                       overwrite: bool = False, text: bool = True) -> str:
   """Writes the SavedModel of `task` (module docstring), with the text
   signature (featurizing with the task's tokenizer) when `text`; returns its dir."""
-  with serving_text.text_encoder(task.tokenizer if text else None) as text_encoder:
-    return serving.save_serving_module(
+  with text_graph.text_encoder(task.tokenizer if text else None) as text_encoder:
+    return saved_model.save_serving_module(
         serving_module(model, task, text_encoder), export_dir, overwrite)

@@ -1,14 +1,12 @@
 """Raw text in SavedModels: the project's tokenizer and featurizers as graph ops.
 
-Every export holds, beside its ids `serving_default`, a `text` signature
-(TEXT_SIGNATURE) taking tf.string [batch] tensors: tokenization as
-`FullTokenizer` exactly (`tokenization.FastBasicTokenizer` and WordPiece),
-packing `[CLS] A [SEP] (B [SEP])` with the fine-tuning featurizer's
-truncation (`packed_lengths`), padding to the batch's longest row.
-The vocab is the asset `assets/vocab.txt`; the graph holds only TensorFlow
-and tensorflow-text ops.  Invalid UTF-8 (`check_utf8`) or inputs of
-different batch sizes (`check_same_batch`) fail the call with an
-InvalidArgumentError naming the input.  docs/serving.md, "Serving from text".
+The `text` signature (TEXT_SIGNATURE) of every export takes tf.string
+[batch] tensors, tokenizes exactly as `FullTokenizer` and packs `[CLS] A
+[SEP] (B [SEP])` as the fine-tuning featurizer (`packed_lengths`), padded to
+the batch's longest row.  The vocab is the asset `assets/vocab.txt`.
+Invalid UTF-8 (`check_utf8`) or unequal batch sizes (`check_same_batch`)
+fail the call with an InvalidArgumentError naming the input.
+docs/serving.md, "Serving from text".
 """
 
 from __future__ import annotations
@@ -83,14 +81,11 @@ def char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTen
 
 def packed_lengths(len_a, len_b, max_seq_length: int, xp=tf):
   """The pieces of A and of B that `[CLS] A [SEP] (B [SEP])` keeps within
-  max_seq_length: the rule the classifier featurizer (xp=numpy, on ints) and
-  `TextEncoder.pack` (xp=tf, on int64 [B]) both follow.
+  max_seq_length (xp=numpy on ints, or xp=tf on int64 [B]).
 
-  B of no pieces is no B (A gets max_seq_length - 2).  A pair gets
-  max_seq_length - 3 and is cut as the official truncate_seq_pair cuts
-  (the longer text loses its last piece, B on a tie): a text within half
-  keeps all, two long texts get the ceiling (A) and the floor (B) of half.
-  """
+  B of no pieces is no B (A gets max_seq_length - 2); a pair gets
+  max_seq_length - 3, cut as the official truncate_seq_pair (the longer text
+  loses its last piece, B on a tie)."""
   budget = max_seq_length - 2 - xp.minimum(len_b, 1)
   keep_a = xp.minimum(len_a, xp.maximum(budget - len_b, (budget + 1) // 2))
   keep_b = xp.minimum(len_b, xp.maximum(budget - len_a, budget // 2))
@@ -98,21 +93,16 @@ def packed_lengths(len_a, len_b, max_seq_length: int, xp=tf):
 
 
 class TextEncoder(tf.Module):
-  """The tokenizer of a FullTokenizer (its vocab, do_lower_case,
-  strip_accents) as graph ops, with the vocab as a SavedModel asset.
-
-  Build it with `text_encoder(tokenizer)`, whose scratch directory holds the
-  asset file until the SavedModel is written.  Its methods are traceable:
+  """The tokenizer of a FullTokenizer as graph ops, the vocab a SavedModel
+  asset; build it with `text_encoder(tokenizer)`.  Traceable methods:
     pieces(lines)       string [B] -> word pieces, ragged string [B, (p)]
-    word_pieces(words)  ragged words [B, (w)] -> [B, (w), (p)], each word
-                        tokenized as a text (FullTokenizer.tokenize(word))
+    word_pieces(words)  ragged words [B, (w)] -> [B, (w), (p)]
     words(lines)        string [B] -> basic-tokenized words [B, (w)]
     raw_words(lines)    string [B] -> the words before normalisation, with
                         their byte offsets
     ids(pieces)         ragged pieces -> ragged int32 vocab ids
     model_inputs(...)   padded int32 model inputs of ragged rows
-    pack(a, b, max)     the classifier featurizer ([CLS] A [SEP] B [SEP])
-  """
+    pack(a, b, max)     the classifier featurizer ([CLS] A [SEP] B [SEP])"""
 
   def __init__(self, tokenizer: tokenization.FullTokenizer, scratch_dir: str):
     super().__init__(name="text_encoder")
@@ -171,12 +161,9 @@ class TextEncoder(tf.Module):
            max_seq_length: int, min_length: int = 2) -> Dict[str, tf.Tensor]:
     """The classifier featurizer (SingleOutputTask.encode_texts) in the graph.
 
-    text_a, text_b: string [B] (text_b None: single texts).  A row whose B
-    has no pieces (e.g. an empty string) is packed as a single text, as
-    `encode_texts` does.  Returns `model_inputs` of the packed rows, at
-    least min_length wide (max_seq_length: padded as the featurizer pads;
-    at least 2, so that a batch of no rows gives [0, 2] tensors).
-    """
+    text_a, text_b: string [B] (text_b None, or a row's B without pieces:
+    single texts).  Returns `model_inputs` of the packed rows, at least
+    min_length (>= 2) wide."""
     pieces_a = self.pieces(text_a)
     len_a = pieces_a.row_lengths()
     if text_b is None:

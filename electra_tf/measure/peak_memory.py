@@ -35,8 +35,8 @@ def measure(model_size: str, seq_length: int, batch_size: int, recompute: bool,
             mixed_precision: Optional[str], hparams: Optional[str]) -> Dict[str, Any]:
   """One train step of one configuration in this process: its memory figures."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from electra_tf.bench import device as device_lib  # pylint: disable=g-import-not-at-top
-  from electra_tf.bench import step as step_bench  # pylint: disable=g-import-not-at-top
+  from electra_tf.measure import device as device_lib  # pylint: disable=g-import-not-at-top
+  from electra_tf.measure import step as step_bench  # pylint: disable=g-import-not-at-top
   config = pretraining_config(model_size, seq_length, batch_size, recompute,
                               mixed_precision, hparams)
   batch = step_bench.synthetic_batch(batch_size, seq_length, config.max_predictions_per_seq,

@@ -1,13 +1,10 @@
 """Learns a BERT-style WordPiece vocab from a corpus (tensorflow-text's algorithm).
 
-`build_vocab` is the library behind `data_prep/build_vocab.py`: the corpus
-(read as `pretrain.corpus` reads it, each non-blank line a text) is split
-into words as `tokenization.FastBasicTokenizer` splits it, counted as
-tensorflow-text's `bert_vocab_from_dataset` counts, and learned by
-`wordpiece_learner.learn` to at most N tokens (within 5% below N; the rarest
-learned pieces dropped when the search ends above N).  Order: [PAD] 0, [UNK]
-1, [CLS] 2, [SEP] 3, [MASK] 4, then characters, their "##" forms and the
-learned pieces.
+`build_vocab`, behind `data_prep/build_vocab.py`: the corpus's lines split
+into words as `tokenization.FastBasicTokenizer` splits them, counted as
+tensorflow-text's `bert_vocab_from_dataset`, learned by
+`wordpiece_learner.learn` to at most N tokens (within 5% below N).  Order:
+[PAD] [UNK] [CLS] [SEP] [MASK], characters, their "##" forms, learned pieces.
 """
 
 from __future__ import annotations
@@ -41,7 +38,8 @@ def _batches(texts: Iterable[str]) -> Iterator[List[str]]:
 
 def build_vocab(texts: Iterable[str], vocab_size: int, do_lower_case: bool = True,
                 strip_accents: bool = True) -> List[str]:
-  """At most `vocab_size` tokens, reserved tokens first (module docstring)."""
+  """At most `vocab_size` tokens, reserved tokens first (module docstring);
+  the rarest learned pieces are dropped when the search ends above it."""
   if vocab_size <= len(RESERVED_TOKENS):
     raise DataError(f"--vocab_size: {vocab_size} leaves no room after the "
                     f"{len(RESERVED_TOKENS)} reserved tokens")

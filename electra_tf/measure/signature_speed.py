@@ -9,8 +9,8 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
-from electra_tf.bench.device import device_and_peak_memory_mb
 from electra_tf.errors import DataError
+from electra_tf.measure.device import device_and_peak_memory_mb
 
 
 def serving_inputs(vocab_file: str, batch_size: int, seq_length: int,
@@ -58,22 +58,22 @@ def run_serving_benchmark(export_dir: str, batch_size: int, seq_length: int,
   """The JSON figures of --export_dir (docs/performance.md, "The benchmark's JSON")."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from electra_tf import serving  # pylint: disable=g-import-not-at-top
-  from electra_tf import serving_text  # pylint: disable=g-import-not-at-top
+  from electra_tf import saved_model  # pylint: disable=g-import-not-at-top
+  from electra_tf import text_graph  # pylint: disable=g-import-not-at-top
   loaded = tf.saved_model.load(export_dir)
   ids_signature = loaded.signatures["serving_default"]
-  if serving_text.TEXT_SIGNATURE not in loaded.signatures:
+  if text_graph.TEXT_SIGNATURE not in loaded.signatures:
     raise DataError(f"--export_dir: {export_dir} has no `text` signature")
-  text_signature = loaded.signatures[serving_text.TEXT_SIGNATURE]
+  text_signature = loaded.signatures[text_graph.TEXT_SIGNATURE]
   text_names = sorted(text_signature.structured_input_signature[1])
   ids_names = sorted(ids_signature.structured_input_signature[1])
-  if ids_names != sorted(serving.INPUT_NAMES) or text_names not in (
+  if ids_names != sorted(saved_model.INPUT_NAMES) or text_names not in (
       ["text"], ["text_a"], ["text_a", "text_b"]):
     raise DataError(f"--export_dir: the benchmark times pre-training and "
                     f"classification exports; this text signature takes "
                     f"{', '.join(text_names)}")
   texts, ids = serving_inputs(
-      os.path.join(export_dir, "assets", serving_text.VOCAB_ASSET), batch_size, seq_length)
+      os.path.join(export_dir, "assets", text_graph.VOCAB_ASSET), batch_size, seq_length)
 
   def runners(rows: int) -> Dict[str, Callable[[], Any]]:
     text_inputs = {text_names[0]: tf.constant(texts[:rows])}

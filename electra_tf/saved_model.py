@@ -1,13 +1,9 @@
 """The SavedModel of an ELECTRA encoder: its signatures and the atomic save.
 
 `export_saved_model` writes the discriminator of a pre-trainer (or an
-encoder).  `serving_default`: int32 input_ids, input_mask, segment_ids
-[batch, seq] -> float32 sequence_output [batch, seq, hidden], pooled_output
-[batch, hidden] and, with a discriminator head, discriminator_logits and
-discriminator_probs [batch, seq].  With a tokenizer, also the `text`
-signature (serving_text; needs `import tensorflow_text` to load): tf.string
-`text` [batch] -> the same plus `tokens` and `input_mask`.  The command is
-electra_tf/commands/export.py; finetune/export.py reuses these pieces.
+encoder): `serving_default` (int32 input_ids, input_mask, segment_ids
+[batch, seq]) and, with a tokenizer, `text` (tf.string `text` [batch]);
+outputs: docs/serving.md.  finetune/task_saved_model.py reuses these pieces.
 """
 
 from __future__ import annotations
@@ -17,8 +13,8 @@ from typing import Dict, List, Optional, Tuple, Union
 import tensorflow as tf
 
 from electra_tf import checkpoints
-from electra_tf import serving_text
 from electra_tf import stop_points
+from electra_tf import text_graph
 from electra_tf import tokenization
 from electra_tf.config import ModelConfig
 from electra_tf.modeling.encoder import TransformerEncoder
@@ -35,14 +31,10 @@ def input_signature() -> List[tf.TensorSpec]:
 def check_serving_inputs(input_ids: tf.Tensor, input_mask: tf.Tensor,
                          segment_ids: tf.Tensor, config: ModelConfig
                          ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """The three serving inputs, gated by checks that fail the call with an
-  InvalidArgumentError naming the input and what is wrong.
-
-  The shapes must agree and seq fit the position table; ids must lie in
-  [0, vocab_size) and segment ids in [0, type_vocab_size).  On a GPU an
-  out-of-range embedding lookup silently returns zeros, hence the checks;
-  they run before the model (also before the CPU lookup's own error).
-  """
+  """The three serving inputs, gated by checks (the model would read an
+  out-of-range id on a GPU as zeros): shapes agree, seq fits the position
+  table, ids in [0, vocab_size), segment ids in [0, type_vocab_size); else
+  the call fails with an InvalidArgumentError naming the input."""
   checks = [
       tf.debugging.assert_equal(
           tf.shape(input_mask), tf.shape(input_ids),
@@ -68,7 +60,7 @@ def check_serving_inputs(input_ids: tf.Tensor, input_mask: tf.Tensor,
 
 
 def serving_module(model: Union[ElectraPretrainer, TransformerEncoder],
-                   text_encoder: Optional[serving_text.TextEncoder] = None,
+                   text_encoder: Optional[text_graph.TextEncoder] = None,
                    max_seq_length: Optional[int] = None) -> tf.Module:
   """A tf.Module with the `serve` function, the `serve_text` function when
   there is a text_encoder (texts cut to max_seq_length pieces, default
@@ -98,11 +90,11 @@ def serving_module(model: Union[ElectraPretrainer, TransformerEncoder],
   if text_encoder is not None:
     max_length = max_seq_length or encoder.config.max_position_embeddings
 
-    @tf.function(input_signature=[serving_text.text_spec("text")],
-                 autograph=False)
+    @tf.function(input_signature=[text_graph.text_spec("text")],
+               autograph=False)
     def serve_text(text):
-      inputs = text_encoder.pack(serving_text.check_utf8(text, "text"), None,
-                                 max_length)
+      inputs = text_encoder.pack(text_graph.check_utf8(text, "text"), None,
+                               max_length)
       result = outputs(inputs["input_ids"], inputs["input_mask"],
                        inputs["segment_ids"])
       result.update(tokens=inputs["tokens"], input_mask=inputs["input_mask"])
@@ -115,7 +107,7 @@ def serving_module(model: Union[ElectraPretrainer, TransformerEncoder],
 def variables_module(serve: tf.types.experimental.GenericFunction,
                      variables: List[tf.Variable],
                      serve_text: Optional[tf.types.experimental.GenericFunction] = None,
-                     text_encoder: Optional[serving_text.TextEncoder] = None
+                     text_encoder: Optional[text_graph.TextEncoder] = None
                      ) -> tf.Module:
   """A tf.Module holding `serve` (and `serve_text` with the text_encoder it
   reads) and only the variables they read.
@@ -142,7 +134,7 @@ def save_serving_module(module: tf.Module, export_dir: str,
   """
   signatures = {"serving_default": module.serve.get_concrete_function()}
   if hasattr(module, "serve_text"):
-    signatures[serving_text.TEXT_SIGNATURE] = module.serve_text.get_concrete_function()
+    signatures[text_graph.TEXT_SIGNATURE] = module.serve_text.get_concrete_function()
   with checkpoints.atomic_output_dir(export_dir, "--export_dir",
                                      overwrite=overwrite) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=signatures)
@@ -154,14 +146,11 @@ def export_saved_model(model: Union[ElectraPretrainer, TransformerEncoder],
                        export_dir: str, overwrite: bool = False,
                        tokenizer: Optional[tokenization.FullTokenizer] = None,
                        max_seq_length: Optional[int] = None) -> str:
-  """Writes the SavedModel described in the module docstring; returns its dir.
-
-  `model` is an ElectraPretrainer (its discriminator and head are exported) or
-  a discriminator TransformerEncoder.  With the model's `tokenizer` the export
-  has the `text` signature too (texts cut to max_seq_length pieces, default
-  max_position_embeddings).  An existing non-empty `export_dir` is an error
-  unless `overwrite`; it is replaced only by a complete export.
-  """
-  with serving_text.text_encoder(tokenizer) as text_encoder:
+  """Writes the SavedModel of `model` (an ElectraPretrainer: its discriminator
+  and head; or a TransformerEncoder) to `export_dir`, with the `text`
+  signature when given its `tokenizer` (texts cut to max_seq_length pieces,
+  default max_position_embeddings); returns the dir.  A non-empty export_dir
+  is an error unless `overwrite`; it is replaced only by a complete export."""
+  with text_graph.text_encoder(tokenizer) as text_encoder:
     module = serving_module(model, text_encoder, max_seq_length)
     return save_serving_module(module, export_dir, overwrite)

@@ -18,11 +18,11 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exports hold)
 import tf_keras as keras
 
-from electra_tf import serving, serving_text
+from electra_tf import saved_model, text_graph
 from electra_tf.finetune import config as finetune_config
-from electra_tf.finetune import export as finetune_export
 from electra_tf.finetune import job as finetune_job
 from electra_tf.finetune import task_builder
+from electra_tf.finetune import task_saved_model
 from electra_tf.finetune.classification import classification_tasks
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import FinetuningModel
@@ -135,13 +135,13 @@ def walk(tmp_path_factory, shared_dir, bert_vocab):
   walked = {}
   for task in tasks:
     inputs, examples_of = samples(task, dev_texts, qa_pairs)
-    with serving_text.text_encoder(task.tokenizer) as text_encoder:
-      module = finetune_export.serving_module(model, task, text_encoder)
+    with text_graph.text_encoder(task.tokenizer) as text_encoder:
+      module = task_saved_model.serving_module(model, task, text_encoder)
       text = {k: v.numpy() for k, v in module.serve_text.python_function(
           **{k: tf.constant(v, tf.string) for k, v in inputs.items()}).items()}
       ops = _op_types(module.serve_text)
       if task.name in SAVED:
-        serving.save_serving_module(module, str(root / "exports" / task.name))
+        saved_model.save_serving_module(module, str(root / "exports" / task.name))
     examples = examples_of(text)
     features = task.featurize(examples, is_training=False)
     outputs = {k: v.numpy() for k, v in model.task_outputs(
