@@ -260,6 +260,7 @@ def test_encoder_in_a_subclassed_model(encoder, tokenizer):
   assert float(tf.linalg.global_norm(gradients[:-2])) > 0
 
 
+@pytest.mark.slow  # saves and loads a model twice: about 15 s
 def test_the_trained_model_saves_and_loads_back(trained, tmp_path):
   """Through Keras (.keras: the custom layers registered, rebuilt from their
   configs, the optimizer too) and through tf.saved_model."""

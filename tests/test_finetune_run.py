@@ -291,6 +291,7 @@ def test_squad_and_chunk_train_jointly_and_write_outputs(data_dir, tmp_path, cap
   assert tf.train.latest_checkpoint(trial_dir) == final
 
 
+@pytest.mark.slow  # trains 6 steps with an evaluation each epoch
 def test_epoch_metrics_record_dev_scores_losses_and_norms_each_epoch(data_dir, tmp_path):
   config = tiny_config(data_dir, tmp_path / "model", ["chunk"], num_train_epochs=2.0,
                        log_every=1, epoch_metrics=True)

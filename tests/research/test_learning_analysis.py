@@ -167,6 +167,7 @@ def analyses(finetuning_data_dir):
   return la.analyse_all(STUDY_DIR, finetuning_data_dir)
 
 
+@pytest.mark.slow  # the analyses fixture: about 30 s
 def test_stored_analysis_is_the_recomputed_one(analyses):
   paths = {name: STUDY_DIR / path for name, path in la.analysis_paths().items()}
   for name, analysis in analyses.items():
@@ -177,6 +178,7 @@ def test_stored_analysis_is_the_recomputed_one(analyses):
       ("electra", 0, 6000), ("masked_lm", 0, 9841)]
 
 
+@pytest.mark.slow  # the analyses fixture: about 30 s
 def test_learning_md_tables_are_the_recomputed_ones(analyses):
   documented = la.doc_tables(_read(LEARNING_MD))
   tables = la.all_tables(analyses)
@@ -194,6 +196,7 @@ def _cell(c: dict) -> str:
   return f"{c['difference']:+.1f} [{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]"
 
 
+@pytest.mark.slow  # the analyses fixture: about 30 s
 def test_hundred_label_figures_quoted_are_the_committed_ones(analyses):
   """README and learning.md's summary: the three-run comparison (random
   initialisation over all 10 of its seeds), the single run's +3.3 named as
@@ -233,6 +236,7 @@ def test_hundred_label_figures_quoted_are_the_committed_ones(analyses):
     pytest.fail(f"README: an analysis table ({name}) belongs in learning.md")
 
 
+@pytest.mark.slow  # the analyses fixture: about 30 s
 def test_probe_figures_quoted_are_the_committed_ones(analyses):
   """learning.md's summary quotes the final-layer chunking probe (ELECTRA
   against the masked LM, three runs each) with its Welch and its exact
@@ -247,6 +251,7 @@ def test_probe_figures_quoted_are_the_committed_ones(analyses):
   assert "already at layer 0" not in _flat(_read(LEARNING_MD))
 
 
+@pytest.mark.slow  # the analyses fixture: about 30 s
 def test_full_label_figures_quoted_are_the_committed_ones(analyses):
   """learning.md's summary and the README quote the full-label results as
   the committed table gives them: CoLA's floor with its permutation p, the
