@@ -6,7 +6,7 @@
 # OUT_DIR/suite_<date>_<commit>.txt holds the machine, the workload's
 # seconds (which put machines on one scale), the suite's wall and CPU time
 # (every process it started included), and pytest's summary and 40 slowest
-# phases. Nothing else should run meanwhile: stop or pause other work first.
+# phases, then the fast tier's time. Nothing else should run meanwhile: stop or pause other work first.
 set -euo pipefail
 out_dir=$(realpath "$1"); shift
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
@@ -43,12 +43,17 @@ for commit in "$@"; do
   (cd "$clone/electra-tf" && CI=true /usr/bin/time -f "suite CPU: %U s user + %S s sys" \
       python3 -m pytest -q tests --durations=40) > "$clone/pytest.log" 2>&1
   status=$?
-  set -e
   end=$(date +%s)
+  (cd "$clone/electra-tf" && CI=true /usr/bin/time -f "fast tier CPU: %U s user + %S s sys, %e s wall" \
+      python3 -m pytest -q -m "not slow" tests) > "$clone/fast.log" 2>&1
+  set -e
+  [ "$status" -eq 0 ] || cp "$clone/pytest.log" "/tmp/suite_${short}_pytest.log"  # the failures
   {
     echo "suite wall: $((end - start)) s ($(( (end - start) / 60 )) min $(( (end - start) % 60 )) s), exit status $status"
     grep "suite CPU" "$clone/pytest.log"
     python3 -c "$workload" 2>/dev/null | sed 's/^workload/workload after/'
+    echo "fast tier (-m \"not slow\", after the suite): $(grep -E "passed|failed" "$clone/fast.log" | tail -1)"
+    grep "fast tier CPU" "$clone/fast.log"
     grep -v "suite CPU" "$clone/pytest.log" | grep -E "passed|failed|error|documented commands|^  |slowest|s (call|setup|teardown) " || true
   } >> "$file"
   rm -rf "$clone"
