@@ -4,8 +4,11 @@
 and runs the train step on the job's loss function
 `loss_fn(batch, step[, part]) -> (loss, logged)`: `loss` a float32 scalar
 whose SUM over replicas is the global loss, `logged` a dict of float32
-scalars (summed over replicas).  `train_to_end` runs, logs and checkpoints;
-faults, preemption and accumulation: docs/operations.md, docs/big_batches.md,
+scalars (summed over replicas).  Dropout is seeded by (seed, step, replica).
+With `gradient_accumulation_steps` N, a replica batch [B, ...] runs as N
+micro-batches [B/N, ...] whose losses sum to the batch's (`BatchPart`), one
+update of the summed float32 gradients.  `train_to_end` runs, logs and
+checkpoints; faults, preemption and accumulation: docs/operations.md, docs/big_batches.md,
 docs/performance.md ("Strategies, precision and XLA").
 """
 
