@@ -220,6 +220,7 @@ def trained(model_dir, tokenizer, sst):
   return encoder, model, inputs, before, float(loss(labels, model(inputs)))
 
 
+@pytest.mark.slow  # trains a classifier with model.fit
 def test_model_fit_trains_a_classifier_with_the_official_optimizer(trained):
   encoder, model, _, before, after = trained
   assert after < 0.5 * before, (before, after)  # measured: 0.77 -> 0.14
@@ -304,6 +305,7 @@ def export_dir(tmp_path_factory, model_dir):
                             max_seq_length=32)
 
 
+@pytest.mark.slow  # exports a SavedModel
 def test_encoder_and_tokenizer_equal_the_exported_savedmodel(export_dir, encoder, tokenizer):
   text = tf.saved_model.load(export_dir).signatures["text"]
   served = text(text=tf.constant(TEXTS))
