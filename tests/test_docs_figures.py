@@ -309,3 +309,24 @@ def test_ner_vs_chunk_figures_are_its_results_file():
   chunk_loss = seeds("chunk", "loss")
   assert (f"{both(chunk_loss, '.2f')} are {both([loss / 2 for loss in chunk_loss], '.2f')} "
           f"a word, against ner's {both(seeds('ner', 'loss'), '.2f')}") in text
+
+
+
+def _suite_run(date: str, commit: str):
+  """(wall "M min S s", tests run) of docs/results/suite_<date>_<commit>.txt."""
+  text = (RESULTS / f"suite_{date}_{commit}.txt").read_text(encoding="utf-8")
+  wall = re.search(r"^suite wall: \d+ s \((\d+ min \d+ s)\)", text, re.M).group(1)
+  summary = re.search(r"^(\d+ (?:passed|failed).*) in [\d.]+s \(", text, re.M).group(1)
+  run = sum(int(n) for n, what in re.findall(r"(\d+) (passed|failed)", summary))
+  return wall, run
+
+
+def test_readme_suite_times_are_their_results_files():
+  readme = " ".join(page("README.md").split())
+  quoted = re.search(r"The whole suite took (\d+ min \d+ s) on (\d{4}-\d\d-\d\d) \(2-core "
+                     r"Intel Xeon, (\d+) tests, nothing else running; 54c8c67: (\d+ min \d+ s), "
+                     r"the same hour", readme)
+  assert quoted, "the README's suite figure"
+  wall, date, tests, reference = quoted.groups()
+  assert (wall, int(tests)) == _suite_run(date, "c341e84")
+  assert reference == _suite_run(date, "54c8c67")[0]

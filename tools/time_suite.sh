@@ -6,7 +6,8 @@
 # OUT_DIR/suite_<date>_<commit>.txt holds the machine, the workload's
 # seconds (which put machines on one scale), the suite's wall and CPU time
 # (every process it started included), and pytest's summary and 40 slowest
-# phases, then the fast tier's time. Nothing else should run meanwhile: stop or pause other work first.
+# phases, then the fast tier's time. Nothing else should run meanwhile: stop
+# or pause other work first.
 set -euo pipefail
 out_dir=$(realpath "$1"); shift
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
