@@ -81,7 +81,7 @@ def serving_module(model: Union[ElectraPretrainer, TransformerEncoder],
                     discriminator_probs=tf.sigmoid(logits))
     return result
 
-  @tf.function(input_signature=input_signature())
+  @tf.function(input_signature=input_signature(), autograph=False)
   def serve(input_ids, input_mask, segment_ids):
     return outputs(*check_serving_inputs(input_ids, input_mask, segment_ids,
                                          encoder.config))

@@ -318,7 +318,8 @@ class Trainer:
 
     if compile_xla is None:
       compile_xla = self.jit_compile and not isinstance(self.strategy, tf.distribute.TPUStrategy)
-    return tf.function(gradients, jit_compile=True) if compile_xla else gradients
+    return (tf.function(gradients, jit_compile=True, autograph=False) if compile_xla
+            else gradients)
 
   def _gradients(self, loss_fn: LossFn, batch: Mapping[str, tf.Tensor], step: tf.Tensor,
                  part: BatchPart, seed: tf.Tensor):
@@ -430,24 +431,32 @@ def make_step_loop(strategy: tf.distribute.Strategy, step_fn: StepFn,
     losses, finite = step_fn(batch)
     return losses, tf.cast(tf.logical_not(finite), tf.int32)
 
-  @tf.function
+  # autograph off here and in every graph function of the library: no Python
+  # control flow on tensors (its conversion took 3 of a tiny run's 11 CPU-s)
+  @tf.function(autograph=False)
   def step_loop(iterator, num_steps, stop):
-    losses = {name: tf.constant(0.0) for name in loss_names}
-    faulty_step = tf.constant(-1, tf.int64)
     stopping = strategy.reduce(
         tf.distribute.ReduceOp.SUM,
         strategy.run(lambda: tf.cast(stop, tf.int32)), axis=None) > 0
-    if stopping:
-      num_steps = tf.zeros_like(num_steps)
-    for _ in tf.range(num_steps):
+
+    def run_step(done, losses, faulty_step):
+      del losses  # the last step's are returned
       replica_losses, replica_faulty = strategy.run(replica_step, args=(next(iterator),))
       losses = {name: strategy.reduce(tf.distribute.ReduceOp.SUM,
                                       replica_losses[name], axis=None)
                 for name in loss_names}
       num_faulty = strategy.reduce(tf.distribute.ReduceOp.SUM, replica_faulty, axis=None)
-      if num_faulty > 0:
-        faulty_step = tf.cast(iterations, tf.int64)
-        break
+      faulty_step = tf.where(num_faulty > 0, tf.cast(iterations, tf.int64), faulty_step)
+      return done + 1, losses, faulty_step
+
+    def more_steps(done, losses, faulty_step):
+      del losses
+      return tf.logical_not(stopping) & (done < num_steps) & (faulty_step < 0)
+
+    _, losses, faulty_step = tf.while_loop(
+        more_steps, run_step,
+        (tf.zeros_like(num_steps), {name: tf.constant(0.0) for name in loss_names},
+         tf.constant(-1, tf.int64)))
     return losses, faulty_step, stopping
 
   return step_loop

@@ -365,7 +365,7 @@ class TrialJob:
   # ----------------------------------------------------------- prediction
   def _predict_step(self, task_name: str):
     if task_name not in self._predict_steps:
-      @tf.function
+      @tf.function(autograph=False)
       def predict_step(batch):
         return self.strategy.run(
             lambda b: self.model.task_outputs(b, task_name), args=(batch,))

@@ -89,6 +89,7 @@ def record_length(files: List[str]) -> int:
                   f"record (first: {files[0]})")
 
 
+@tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
 def count_records(path: str) -> int:
   """Reads every record of a TFRecord file (checksums included), in C++.
 
@@ -115,6 +116,7 @@ def file_sizes(files: List[str]) -> List[int]:
     return [stat.length for stat in pool.map(tf.io.gfile.stat, files)]
 
 
+@tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
 def _first_records(files: List[str]) -> List[Optional[bytes]]:
   """The first record of each file (None for an empty one), read in parallel.
 
@@ -154,6 +156,7 @@ def _example_length(path: str, record: bytes) -> int:
   return lengths["input_ids"]
 
 
+@tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
 def _check_sample(files: List[str], max_seq_length: int,
                   vocab_size: Optional[int]) -> None:
   """The first _SAMPLE_RECORDS records of up to _SAMPLE_FILES files (the
@@ -339,6 +342,7 @@ def mask_batch(batch: Dict[str, tf.Tensor], *, max_predictions_per_seq: int,
 
 
 # --------------------------------------------------------------- pipeline
+@tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
 def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 max_predictions_per_seq: int, mask_prob: float, special: SpecialIds,
                 is_training: bool, seed: int,

@@ -316,7 +316,7 @@ class PretrainingJob:
 
     if self._eval_step is None:  # traced once, whatever the number of evaluations
 
-      @tf.function
+      @tf.function(autograph=False)
       def eval_step(batch, index):
         def replica_fn(replica_batch):
           first = eval_first_counter(tf.cast(index, tf.int64), config.eval_batch_size)

@@ -39,7 +39,7 @@ def classifier_functions(model: FinetuningModel, task,
             "probabilities": tf.nn.softmax(outputs["logits"], axis=-1),
             "label_ids": outputs["predictions"]}
 
-  @tf.function(input_signature=saved_model.input_signature())
+  @tf.function(input_signature=saved_model.input_signature(), autograph=False)
   def serve(input_ids, input_mask, segment_ids):
     outputs = head_outputs(dict(zip(saved_model.INPUT_NAMES, saved_model.check_serving_inputs(
         input_ids, input_mask, segment_ids, config))))
