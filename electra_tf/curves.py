@@ -87,15 +87,15 @@ def curve_panels(train: Scalars, evaluation: Scalars) -> list:
 def plot_curves(path: str, train: Scalars, evaluation: Scalars,
                 title: str = "") -> str:
   """Draws the training scalars and the evaluation metrics into a PNG."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  # A bare Figure draws with Agg, without pyplot's backend machinery (its
+  # import alone is 0.4 CPU-s of every job).
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
 
   panels = curve_panels(train, evaluation)
   columns = 3
   rows = max(1, -(-len(panels) // columns))
-  figure, axes = pyplot.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows),
-                                 squeeze=False)
+  figure = Figure(figsize=(5 * columns, 3.4 * rows))
+  axes = figure.subplots(rows, columns, squeeze=False)
   for axis, (name, series, points) in zip(axes.flat, panels):
     for tag, values in series:
       steps = sorted(values)
@@ -114,7 +114,6 @@ def plot_curves(path: str, train: Scalars, evaluation: Scalars,
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   temporary = fileio.temporary_path(path)
   figure.savefig(temporary, dpi=90, format="png")
-  pyplot.close(figure)
   os.replace(temporary, path)
   return path
 
