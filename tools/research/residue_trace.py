@@ -20,8 +20,9 @@ discriminator, shared embeddings).  A seed's results go to
 --output writes every per-step curve of both sides and the window table:
 per quantity and window (steps 1-100, 101-200, 101-150, 151-200) the means
 of our seeds and of the fixture's official seeds, their ranges and the exact
-permutation p (learning_analysis.permutation_p); and whether our lr equals
-the official lr at every step, at the 6 decimals the fixture stores.
+permutation p (learning_analysis.permutation_p); and per official run the
+steps where its lr, at the 6 decimals the fixture stores, is ours, only our
+previous step's, or neither.
 """
 
 from __future__ import annotations
@@ -206,15 +207,26 @@ def window_table(official: Mapping[str, Mapping[str, Sequence[float]]],
   return table
 
 
-def lr_mismatches(official: Mapping[str, Mapping[str, Sequence[float]]],
-                  ours: Mapping[str, Mapping[str, Sequence[float]]]) -> List[Dict]:
-  """The steps where a run's lr, rounded as the fixture stores it, is not
-  the official lr: [{"run", "step", "ours", "official"}]."""
-  reference = next(iter(official.values()))["lr"]
-  return [{"run": name, "step": step, "ours": value, "official": reference[step - 1]}
-          for name, run in {**official, **ours}.items()
-          for step, value in enumerate(run["lr"], start=1)
-          if round(value, OFFICIAL_DECIMALS) != reference[step - 1]]
+def lr_check(official: Mapping[str, Mapping[str, Sequence[float]]],
+             ours_lr: Sequence[float]) -> Dict[str, Dict]:
+  """Per official run, its lr at each step against ours (`ours_lr`, steps
+  1..n), rounded as the fixture stores it: the number of steps where it is
+  ours ("same"; ties where our step and the one before round alike count
+  here), the steps where it is only our previous step's (0 before step 1),
+  and the steps where it is neither."""
+  rounded = [round(value, OFFICIAL_DECIMALS) for value in [0.0, *ours_lr]]
+  check = {}
+  for name, run in official.items():
+    same, previous_only, neither = 0, [], []
+    for step, value in enumerate(run["lr"][:len(ours_lr)], start=1):
+      if value == rounded[step]:
+        same += 1
+      elif value == rounded[step - 1]:
+        previous_only.append(step)
+      else:
+        neither.append(step)
+    check[name] = {"same": same, "previous_step_only": previous_only, "neither": neither}
+  return check
 
 
 def commit() -> Optional[str]:
@@ -241,7 +253,9 @@ def trace_summary(fixture: pathlib.Path, seeds: Mapping[int, Dict], steps: int) 
       "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
       "machine": machine(), "commit": commit(), "steps": steps,
       "windows": window_table(official, ours, steps),
-      "lr_mismatches": lr_mismatches(official, ours),
+      "lr_check": lr_check(official, next(iter(ours.values()))["lr"]),
+      "lr_ours_identical": all(run["lr"] == next(iter(ours.values()))["lr"]
+                               for run in ours.values()),
       "curves": {"official": official, "ours": ours},
       "group_norms": {f"seed{seed}": results["group_norms"] for seed, results in seeds.items()},
   }
@@ -264,7 +278,9 @@ def main() -> int:
               f"({row['official_min']:.6g}-{row['official_max']:.6g})  ours "
               f"{row['ours_mean']:.6g} ({row['ours_min']:.6g}-{row['ours_max']:.6g})  "
               f"p {row['p_permutation']:.3f}")
-    print(f"lr mismatches: {len(summary['lr_mismatches'])}")
+    for name, row in summary["lr_check"].items():
+      print(f"lr, official {name}: ours at {row['same']} steps, our previous step's at "
+            f"{len(row['previous_step_only'])}, neither at {len(row['neither'])}")
   return 0
 
 
