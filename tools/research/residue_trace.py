@@ -244,7 +244,8 @@ def machine() -> str:
 
 
 def trace_summary(fixture: pathlib.Path, seeds: Mapping[int, Dict], steps: int) -> Dict:
-  """Everything --output writes."""
+  """Everything --output writes; `group_norm_windows`: per variable group and
+  window, each of our seeds' mean gradient norm (the official runs logged none)."""
   official = official_curves(fixture, steps)
   ours = {f"seed{seed}": results["steps"] for seed, results in seeds.items()}
   return {
@@ -258,6 +259,11 @@ def trace_summary(fixture: pathlib.Path, seeds: Mapping[int, Dict], steps: int) 
                                for run in ours.values()),
       "curves": {"official": official, "ours": ours},
       "group_norms": {f"seed{seed}": results["group_norms"] for seed, results in seeds.items()},
+      "group_norm_windows": {
+          group: {f"{w.start}-{w.stop - 1}": [
+              float(np.mean(results["group_norms"][group][w.start - 1:w.stop - 1]))
+              for results in seeds.values()] for w in WINDOWS if w.stop - 1 <= steps}
+          for group, _ in GROUPS},
   }
 
 
