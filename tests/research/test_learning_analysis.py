@@ -504,28 +504,41 @@ def test_embedded_default_figures_are_the_committed_run():
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
 
 
+TRACED_QUANTITIES = ("grad_norm", "fake_frac", "masked_frac")
+
+
 def test_residue_paragraph_quotes_its_files():
-  """learning.md's residue figures: dropout_off.json's 101-200 means, gap and
-  exact p; data_order.json's overlaps."""
+  """learning.md's residue figures: dropout_off.json's gap, trace.json's
+  windows, the official group runs' losses and gradient norms."""
   text = " ".join(_read(LEARNING_MD).split())
-  runs = json.loads(_read(STUDY_DIR / "residue" / "dropout_off.json"))["nodrop"]
+  residue = STUDY_DIR / "residue"
+  runs = json.loads(_read(residue / "dropout_off.json"))["nodrop"]
   window = {side: [float(np.mean(v[100:200])) for v in runs[side].values()]
             for side in ("ours", "official")}
   gap = np.mean(window["ours"]) - np.mean(window["official"])
-  assert f"stays +{gap:.3f}" in text and min(window["ours"]) > max(window["official"])
-  assert f"exact p {la.permutation_p(window['ours'], window['official']):.2f}" in text
-  order = json.loads(_read(STUDY_DIR / "residue" / "data_order.json"))
-  cross = [v for k, v in order["official_in_our_windows"].items()
-           if k.startswith(("official1-", "official3-"))]
-  assert (round(100 * min(min(v[:3]) for v in cross)), round(100 * max(max(v[:3]) for v in cross))
-          ) == (90, 98) and "read 90-98% of our seeds' records" in text
-  near = {k: v for k, v in order["within_5_steps"].items() if k != "what"}
-  ours = [x for k, v in near.items() if k.startswith("ours") for x in v]
-  official = sorted(x for k, v in near.items() if k.startswith("official") for x in v)
-  assert (round(100 * min(ours)), round(100 * max(ours))) == (82, 87) and "82-87%" in text
-  assert (round(100 * official[0]), round(100 * official[-2]), round(100 * official[-1])
-          ) == (0, 53, 77) and "pairs 0-53%, once 77%" in text
-  seeds_2_to_5 = json.loads(_read(STUDY_DIR / "official_trajectory.json")
-                            )["windows"]["mlm_loss"]["101-200"]["ours"][1:]
-  quoted = f"{min(seeds_2_to_5):.3f}-{max(seeds_2_to_5):.3f}"
-  assert quoted == "8.587-8.658" and quoted in text
+  assert f"stays (+{gap:.3f}" in text and min(window["ours"]) > max(window["official"])
+  trace = json.loads(_read(residue / "trace.json"))
+  norm = trace["windows"]["grad_norm"]["101-200"]
+  assert f"({norm['ours_mean']:.2f} against {norm['official_mean']:.2f}" in text
+  p_values = [trace["windows"][q][w]["p_permutation"] for q in TRACED_QUANTITIES
+              for w in ("101-200", "101-150", "151-200")]
+  assert f"exact p {min(p_values):.2f}-{max(p_values):.2f}" in text
+  official = [json.loads(_read(residue / f"official_groups_seed{s}.json"))["steps"]
+              for s in (1, 2, 3)]
+  losses = [float(np.mean([e["mlm_loss"] for e in steps if 101 <= e["step"] <= 200]))
+            for steps in official]
+  assert f"give {losses[0]:.3f}, {losses[1]:.3f}, {losses[2]:.3f} at 101-200" in text
+  for (first, last), percent in (((1, 100), 3), ((151, 200), 2)):
+    theirs = [float(np.mean([e["norm_generator"] for e in steps if first <= e["step"] <= last]))
+              for steps in official]
+    ours = trace["group_norm_windows"]["generator"][f"{first}-{last}"]
+    assert round(100 * (np.mean(ours) / np.mean(theirs) - 1)) == percent
+    assert round(la.permutation_p(ours, theirs), 2) == 0.04
+  assert "is 3% and 2% larger over 1-100 and 151-200 (p 0.04" in text
+  curves = json.loads(_read(STUDY_DIR / "official_trajectory.json"))["windows"]["mlm_loss"][
+      "101-200"]
+  all_official = list(curves["official"]) + losses
+  assert len(all_official) == 8 and max(all_official) > min(curves["ours"])  # ranges overlap
+  gap = np.mean(curves["ours"]) - np.mean(all_official)
+  assert (f"8 official runs against our 5 differ by +{gap:.3f} (exact p "
+          f"{la.permutation_p(curves['ours'], all_official):.3f}") in text
