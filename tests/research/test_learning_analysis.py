@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from tools.research import learning_analysis as la
+from tools.research import residue_trace
 
 STUDY_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "docs" / "learning_study"
 LEARNING_MD = STUDY_DIR.parent / "learning.md"
@@ -504,9 +505,6 @@ def test_embedded_default_figures_are_the_committed_run():
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
 
 
-TRACED_QUANTITIES = ("grad_norm", "fake_frac", "masked_frac")
-
-
 def test_residue_paragraph_quotes_its_files():
   """learning.md's residue figures: dropout_off.json's gap, trace.json's
   windows, the official group runs' losses and gradient norms."""
@@ -520,7 +518,7 @@ def test_residue_paragraph_quotes_its_files():
   trace = json.loads(_read(residue / "trace.json"))
   norm = trace["windows"]["grad_norm"]["101-200"]
   assert f"({norm['ours_mean']:.2f} against {norm['official_mean']:.2f}" in text
-  p_values = [trace["windows"][q][w]["p_permutation"] for q in TRACED_QUANTITIES
+  p_values = [trace["windows"][q][w]["p_permutation"] for q in residue_trace.TRACED
               for w in ("101-200", "101-150", "151-200")]
   assert f"exact p {min(p_values):.2f}-{max(p_values):.2f}" in text
   official = [json.loads(_read(residue / f"official_groups_seed{s}.json"))["steps"]

@@ -55,12 +55,17 @@ EVAL_KEYS = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc_real
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+def define_fixture_flags() -> None:
+  """--fixture_dir and --vocab_file: the official_trajectory fixture and its vocab."""
   flags.DEFINE_string("fixture_dir", str(SHARED / "fixtures" / "official_trajectory"),
                       "The official_trajectory fixture.")
   flags.DEFINE_string("vocab_file", str(SHARED / "data" / "vocab" / "bert_uncased_vocab.txt"),
                       "The BERT uncased vocab the fixture's TFRecords use.")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs (tests import the module beside other tools)."""
+  define_fixture_flags()
   flags.DEFINE_string("work_dir", None, "Where the runs go (one model_dir per seed).")
   flags.DEFINE_list("seeds", ["1", "2", "3"], "Our seeds (any integers).")
   flags.DEFINE_boolean("json", False, "Print only the JSON summary.")

@@ -48,9 +48,9 @@ from electra_tf.errors import DataError
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
 from tools.research import learning_analysis
+from tools.research import official_trajectory
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
-SHARED = REPO.parent / "shared"
 LOGGED = ("mlm_loss", "disc_loss", "lr")  # from the job's own per-step log
 TRACED = ("grad_norm", "fake_frac", "masked_frac")  # recorded by TracedJob
 QUANTITIES = LOGGED + TRACED
@@ -65,10 +65,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """The command's flags, defined when it runs (tests import the module)."""
-  flags.DEFINE_string("fixture_dir", str(SHARED / "fixtures" / "official_trajectory"),
-                      "The official_trajectory fixture.")
-  flags.DEFINE_string("vocab_file", str(SHARED / "data" / "vocab" / "bert_uncased_vocab.txt"),
-                      "The BERT uncased vocab the fixture's TFRecords use.")
+  official_trajectory.define_fixture_flags()
   flags.DEFINE_string("work_dir", None, "Where each seed's model_dir and results go.")
   flags.DEFINE_list("seeds", ["1"], "Our seeds (any integers).")
   flags.DEFINE_integer("steps", 200, "Steps trained of the fixture's schedule.")
