@@ -346,6 +346,9 @@ class Trainer:
     parts = {key: tf.reshape(value, tf.concat([[n, micro], tf.shape(value)[1:]], 0))
              for key, value in batch.items()}
 
+    # One trace serves micro-batch 0 and the loop's body (a nested function:
+    # tracing the model's forward and backward twice doubled the step's trace).
+    @tf.function(autograph=False)
     def micro_step(k):
       micro_batch = {key: value[k] for key, value in parts.items()}
       part = BatchPart(batch, tf.cast(k, tf.int64) * tf.cast(micro, tf.int64), global_sums)
