@@ -1,6 +1,8 @@
 """Pre-training pipeline: official dynamic masking (exact rules and binomial
 statistics over thousands of real examples), reading, sharding, errors."""
 
+import os
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -295,3 +297,34 @@ def test_errors_name_the_pattern_or_file(records_dir, tmp_path):
       pretrain_data.check_tfrecords(file_patterns, S)
     assert "\n" not in str(e.value)
   assert len(pretrain_data.check_tfrecords(f"{good}, {good}", S)) == 3  # no duplicates
+
+
+def test_start_up_check_reads_unchanged_files_once_a_process(special, tmp_path, monkeypatch):
+  rng = np.random.default_rng(1)
+  features = [{"input_ids": [special.cls_id] + rng.integers(1000, 3000, S - 2).tolist()
+               + [special.sep_id], "input_mask": [1] * S, "segment_ids": [0] * S}
+              for _ in range(5)]
+  path = tmp_path / "pretrain_data.tfrecord-0-of-1"
+  write_records(path, features)
+  reads = []
+  count_records = pretrain_data.count_records
+  monkeypatch.setattr(pretrain_data, "count_records",
+                      lambda p: reads.append(p) or count_records(p))
+  largest = max(max(f["input_ids"]) for f in features)
+  assert pretrain_data.check_tfrecords(pattern(tmp_path), S, largest + 1) == [str(path)]
+  assert pretrain_data.check_tfrecords(pattern(tmp_path), S) == [str(path)]
+  collect(dataset(tmp_path, special))  # the pipeline's own check
+  assert reads == [str(path)]
+  # The vocab is still compared on a file checked before.
+  with pytest.raises(DataError, match=rf"holds token id {largest}, beyond the {largest} "):
+    pretrain_data.check_tfrecords(pattern(tmp_path), S, largest)
+  # The same file rewritten (same size, a later modification time: the file
+  # system's clock may not have ticked since the first write) is read again:
+  # its corrupt last record is found.
+  data = bytearray(path.read_bytes())
+  data[-5] ^= 0xFF
+  modified = path.stat().st_mtime_ns
+  path.write_bytes(bytes(data))
+  os.utime(path, ns=(modified + 10**9, modified + 10**9))
+  with pytest.raises(DataError, match=r"pretrain_data.tfrecord-0-of-1: corrupted record"):
+    pretrain_data.check_tfrecords(pattern(tmp_path), S)

@@ -110,10 +110,11 @@ def count_records(path: str) -> int:
         f"unreadable ({error_message(e)})")) from None
 
 
-def file_sizes(files: List[str]) -> List[int]:
-  """Sizes in bytes (stat'ed by threads: remote file systems answer slowly)."""
+def _file_stats(files: List[str]) -> List[Tuple[int, int]]:
+  """(size in bytes, modification time in ns) a file (stat'ed by threads:
+  remote file systems answer slowly)."""
   with concurrent.futures.ThreadPoolExecutor(16) as pool:
-    return [stat.length for stat in pool.map(tf.io.gfile.stat, files)]
+    return [(stat.length, stat.mtime_nsec) for stat in pool.map(tf.io.gfile.stat, files)]
 
 
 @tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
@@ -157,13 +158,13 @@ def _example_length(path: str, record: bytes) -> int:
 
 
 @tf.autograph.experimental.do_not_convert  # see make_step_loop: graph code
-def _check_sample(files: List[str], max_seq_length: int,
-                  vocab_size: Optional[int]) -> None:
+def _check_sample(files: List[str], max_seq_length: int) -> Dict[str, int]:
   """The first _SAMPLE_RECORDS records of up to _SAMPLE_FILES files (the
-  first, the last and evenly spaced ones) read and decode, and their ids
-  index a vocab of `vocab_size` entries (None: not checked)."""
+  first, the last and evenly spaced ones) read and decode: {file: the largest
+  token id of its sample}."""
   count = min(_SAMPLE_FILES, len(files))
   picked = sorted({round(i * (len(files) - 1) / max(count - 1, 1)) for i in range(count)})
+  largest_ids = {}
   for path in (files[i] for i in picked):
     try:
       largest = int(tf.data.TFRecordDataset(path).take(_SAMPLE_RECORDS).batch(
@@ -177,19 +178,40 @@ def _check_sample(files: List[str], max_seq_length: int,
           f"a record of the first {_SAMPLE_RECORDS} does not decode as "
           f"{', '.join(FEATURE_NAMES)} of length {max_seq_length} "
           f"({error_message(e)})")) from None
-    if vocab_size is not None and largest >= vocab_size:
-      raise DataError(f"TFRecord file {path}: holds token id {largest}, beyond the "
-                      f"{vocab_size} entries of the vocab: records built with another "
-                      "vocab? Rebuild them with this one, or train with theirs")
+    largest_ids[path] = largest
+  return largest_ids
+
+
+# What the start-up check found in this process: (every file's path, size and
+# modification time; max_seq_length) -> _check_sample's largest ids.  A job
+# checks its records before it builds its pipelines, which check them again.
+_CHECKED: Dict[Tuple[Tuple[Tuple[str, int, int], ...], int], Dict[str, int]] = {}
 
 
 def checked_tfrecords(file_patterns: str, max_seq_length: int,
                       vocab_size: Optional[int] = None) -> Tuple[List[str], List[int]]:
   """(files, sizes) of the patterns after the start-up check: every file's
   first record and a sample of records (ids below vocab_size when given); a
-  small corpus is read through.  DataError names the file."""
+  small corpus is read through.  DataError names the file.  Files unchanged
+  (path, size, modification time) since a check in this process are not read
+  again."""
   files = find_tfrecords(file_patterns)
-  sizes = file_sizes(files)
+  stats = _file_stats(files)
+  sizes = [size for size, _ in stats]
+  key = (tuple((path, size, mtime) for path, (size, mtime) in zip(files, stats)),
+         max_seq_length)
+  if key not in _CHECKED:
+    _CHECKED[key] = _read_check(files, sizes, max_seq_length)
+  for path, largest in _CHECKED[key].items():
+    if vocab_size is not None and largest >= vocab_size:
+      raise DataError(f"TFRecord file {path}: holds token id {largest}, beyond the "
+                      f"{vocab_size} entries of the vocab: records built with another "
+                      "vocab? Rebuild them with this one, or train with theirs")
+  return files, sizes
+
+
+def _read_check(files: List[str], sizes: List[int], max_seq_length: int) -> Dict[str, int]:
+  """checked_tfrecords' reading: _check_sample's largest ids."""
   lengths = {}
   for path, record in zip(files, _first_records(files)):
     if record is not None:
@@ -202,11 +224,11 @@ def checked_tfrecords(file_patterns: str, max_seq_length: int,
       raise DataError(f"TFRecord file {path}: records have length {length} but "
                       f"max_seq_length is {max_seq_length}; rebuild them with "
                       f"--max_seq_length={max_seq_length} or set it to {length}")
-  _check_sample([p for p in files if p in lengths], max_seq_length, vocab_size)
+  largest_ids = _check_sample([p for p in files if p in lengths], max_seq_length)
   if len(files) <= _FULL_CHECK_FILES and sum(sizes) <= _FULL_CHECK_BYTES:
     for path in files:
       count_records(path)
-  return files, sizes
+  return largest_ids
 
 
 def check_tfrecords(file_patterns: str, max_seq_length: int,
