@@ -438,9 +438,9 @@ def test_decisive_experiment_shows_no_difference_before_it_is_complete(tmp_path)
 def test_defect_checks_read_each_runs_curve(tmp_path):
   """A full_label_study work dir run with --epoch_metrics: its curve, row by
   row, with the layers' norms combined."""
-  points = [{"step": step, "dev": {"chunk": {"f1": f1}}, "train_loss": loss,
-             "weight_norms": {"embeddings": 10.0 + step, "layer_0": 3.0, "layer_1": 4.0 + step,
-                              "heads": 1.0}}
+  points = [{"epoch": float(step), "step": step, "dev": {"chunk": {"f1": f1}},
+             "train_loss": loss, "weight_norms": {"embeddings": 10.0 + step, "layer_0": 3.0,
+                                                  "layer_1": 4.0 + step, "heads": 1.0}}
             for step, f1, loss in ((0, 0.5, None), (1, 40.0, 0.9), (2, 60.0, 0.4))]
   results = {"settings": {"finetuning_hparams": {"layerwise_lr_decay": 1.0},
                           "num_train_epochs": {"chunk": 2.0}},
@@ -457,6 +457,13 @@ def test_defect_checks_read_each_runs_curve(tmp_path):
   assert la.defect_checks_table(analysis).splitlines()[2] == (
       "| decay10: official_step0 | 0.003, 1, 2 | 0.5, 40.0, 60.0 | 0.900, 0.400 | "
       "10.0 → 12.0; 5.0 → 6.7 |")
+  # An epoch the run did not record (killed and resumed) is a gap, not skipped.
+  del points[1]
+  path.write_text(json.dumps(results))
+  row = la.analyse_defect_checks(tmp_path)["checks"]["decay10"][0]
+  assert row["dev_by_epoch"] == [0.5, None, 60.0] and row["train_loss_by_epoch"] == [None, 0.4]
+  assert "| 0.5, –, 60.0 | –, 0.400 |" in la.defect_checks_table(
+      la.analyse_defect_checks(tmp_path))
   assert la.analyse_defect_checks(tmp_path / "none") is None
 
 

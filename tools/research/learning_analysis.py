@@ -735,7 +735,8 @@ def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
   learning rate. Per check and start: the rate, layer-wise decay and epochs,
   and the run's curve: dev score, mean training loss per example and the
   weight norms of the embeddings and of the Transformer layers (the root of
-  their squares summed) before the first step and after each epoch."""
+  their squares summed) before the first step and after each epoch (None: an
+  epoch not recorded)."""
   paths = sorted((study_dir / DEFECT_STUDY).glob("*/results.json"))
   if not paths:
     return None
@@ -750,13 +751,18 @@ def analyse_defect_checks(study_dir: pathlib.Path) -> Optional[Dict]:
           points = run["epochs"]
           layers = [math.sqrt(sum(v ** 2 for k, v in p["weight_norms"].items()
                                   if k.startswith("layer_"))) for p in points]
+          epochs = settings["num_train_epochs"][task]
+          # None for an epoch the run did not record (killed after its
+          # checkpoint, before its figures, and resumed).
+          by_epoch = {round(p["epoch"]): p for p in points}
+          recorded = [by_epoch.get(e) for e in range(math.ceil(epochs) + 1)]
           checks.setdefault(path.parent.name, []).append({
               "task": task, "start": start, "learning_rate": float(lr),
               "layerwise_lr_decay": settings["finetuning_hparams"].get(
                   "layerwise_lr_decay", 0.8),
-              "epochs": settings["num_train_epochs"][task], "dev": run["dev"],
-              "dev_by_epoch": [p["dev"][task][metric] for p in points],
-              "train_loss_by_epoch": [p["train_loss"] for p in points[1:]],
+              "epochs": epochs, "dev": run["dev"],
+              "dev_by_epoch": [p and p["dev"][task][metric] for p in recorded],
+              "train_loss_by_epoch": [p and p["train_loss"] for p in recorded[1:]],
               "embeddings_norm": [p["weight_norms"]["embeddings"] for p in points],
               "layers_norm": layers})
   return {"checks": checks}
@@ -772,8 +778,9 @@ def defect_checks_table(analysis: Dict) -> str:
       lines.append(
           f"| {check}: {row['start']} | {row['learning_rate']:g}, "
           f"{row['layerwise_lr_decay']:g}, {row['epochs']:g} | "
-          + ", ".join(f"{v:.1f}" for v in row["dev_by_epoch"]) + " | "
-          + ", ".join(f"{v:.3f}" for v in row["train_loss_by_epoch"]) + " | "
+          + ", ".join("–" if v is None else f"{v:.1f}" for v in row["dev_by_epoch"]) + " | "
+          + ", ".join("–" if v is None else f"{v:.3f}" for v in row["train_loss_by_epoch"])
+          + " | "
           f"{row['embeddings_norm'][0]:.1f} → {row['embeddings_norm'][-1]:.1f}; "
           f"{row['layers_norm'][0]:.1f} → {row['layers_norm'][-1]:.1f} |")
   return "\n".join(lines)
