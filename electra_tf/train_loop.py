@@ -474,9 +474,15 @@ class Schedule:
   steps_per_loop: int  # the official iterations_per_loop
   batch_size: int  # global, for sequences/s
   # Every eval_every steps before the end (0: never), after the checkpoint of
-  # that step is saved: evaluate(step).
+  # that step is saved: evaluate(step); and at the step a run resumes from,
+  # if it is one (the stopped run may have been killed before or during it).
   eval_every: int = 0
   evaluate: Optional[Callable[[int], None]] = None
+
+
+def _evaluates_at(schedule: Schedule, step: int) -> bool:
+  return (schedule.evaluate is not None and schedule.eval_every > 0 and
+          step % schedule.eval_every == 0 and step < schedule.total_steps)
 
 
 def _next_multiple(step: int, every: int) -> int:
@@ -491,6 +497,8 @@ def train_to_end(step_loop, iterator, optimizer, manager: tf.train.CheckpointMan
   """
   step = int(optimizer.iterations.numpy())
   progress = ProgressLog(schedule.total_steps, schedule.batch_size, step)
+  if _evaluates_at(schedule, step) and step > 0:
+    schedule.evaluate(step)
   with StopSignals() as signals:
     while step < schedule.total_steps:
       boundary = min(_next_multiple(step, schedule.log_every),
@@ -544,8 +552,7 @@ def _after_loop(losses, faulty_step, optimizer, manager, schedule: Schedule, wri
       for name, value in values.items():
         tf.summary.scalar(name, value)
     stop_points.reached("step_logged")
-  evaluating = (schedule.evaluate is not None and schedule.eval_every > 0 and
-                step % schedule.eval_every == 0 and step < schedule.total_steps)
+  evaluating = _evaluates_at(schedule, step)
   if step % schedule.save_every == 0 or step == schedule.total_steps or evaluating:
     writer.flush()
     checkpoints.save_checkpoint(manager, step)

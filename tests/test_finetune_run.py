@@ -317,6 +317,21 @@ def test_epoch_metrics_record_dev_scores_losses_and_norms_each_epoch(data_dir, t
   assert sum(v ** 2 for v in norms.values()) == pytest.approx(total, rel=1e-5)
   assert all(points[0]["weight_norms"][k] != points[2]["weight_norms"][k] for k in norms)
 
+  # Killed after epoch 1's checkpoint, before its point was written: the rerun
+  # resumes there and records it first, the same point (the same weights).
+  trial_dir = finetune_job.trial_dir(config, 1)
+  for name in os.listdir(trial_dir):
+    if name.startswith("ckpt-6."):
+      os.remove(os.path.join(trial_dir, name))
+  checkpoints.write_checkpoint_state(trial_dir, "ckpt-3")
+  os.remove(config.results_pkl)
+  metrics_path = pathlib.Path(config.results_dir) / "epoch_metrics.json"
+  metrics_path.write_text(json.dumps(points[:1]))
+  finetune_job.run(config, strategy_name="one_device")
+  resumed = json.loads(metrics_path.read_text())
+  assert [p["step"] for p in resumed] == [0, 3, 6]
+  assert resumed[1] == points[1]
+
 
 # ------------------------------------------------------------ the pieces
 def test_multitask_loss_sums_each_row_under_its_own_task():
