@@ -129,15 +129,23 @@ def save_serving_module(module: tf.Module, export_dir: str,
   """Saves `module.serve` as `serving_default` (and `module.serve_text`, if
   any, as `text`) through a temporary directory.
 
+  The SavedModel holds the signatures and what they read (the variables, the
+  text encoder's table and vocab asset), not the tf.functions as attributes:
+  tf.saved_model.save would trace each of those again (its tracing context
+  differs from the caller's) and store a second copy of every graph.
   An existing non-empty `export_dir` is an error unless `overwrite`; it is
   replaced only by a complete export.
   """
   signatures = {"serving_default": module.serve.get_concrete_function()}
   if hasattr(module, "serve_text"):
     signatures[text_graph.TEXT_SIGNATURE] = module.serve_text.get_concrete_function()
+  saved = tf.Module()
+  saved.model_variables = module.model_variables
+  if hasattr(module, "text_encoder"):
+    saved.text_encoder = module.text_encoder
   with checkpoints.atomic_output_dir(export_dir, "--export_dir",
                                      overwrite=overwrite) as tmp_dir:
-    tf.saved_model.save(module, tmp_dir, signatures=signatures)
+    tf.saved_model.save(saved, tmp_dir, signatures=signatures)
     stop_points.reached("export_written")
   return export_dir
 

@@ -223,14 +223,24 @@ def test_exports_hold_no_python_functions(official_export):
   assert not ops & {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
   assert {"FastWordpieceTokenizeWithOffsets", "NormalizeUTF8",
           "InitializeTableFromTextFileV2"} <= ops
+  # each signature's graph traced once and stored once (not again as a saved attribute)
+  traced = [function.signature.name.rsplit("_", 1)[0]
+            for meta_graph in _saved_model_proto(official_export[0]).meta_graphs
+            for function in meta_graph.graph_def.library.function
+            if function.signature.name.startswith("__inference_serve")]
+  assert sorted(traced) == ["__inference_serve", "__inference_serve_text"]
+
+
+def _saved_model_proto(export_dir) -> saved_model_pb2.SavedModel:
+  saved_model = saved_model_pb2.SavedModel()
+  saved_model.ParseFromString((export_dir / "saved_model.pb").read_bytes())
+  return saved_model
 
 
 def graph_ops(export_dir) -> set:
   """The op types of every graph and function of a SavedModel."""
-  saved_model = saved_model_pb2.SavedModel()
-  saved_model.ParseFromString((export_dir / "saved_model.pb").read_bytes())
   ops = set()
-  for meta_graph in saved_model.meta_graphs:
+  for meta_graph in _saved_model_proto(export_dir).meta_graphs:
     ops.update(node.op for node in meta_graph.graph_def.node)
     for function in meta_graph.graph_def.library.function:
       ops.update(node.op for node in function.node_def)
