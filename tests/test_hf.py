@@ -23,7 +23,7 @@ from electra_tf.errors import DataError
 from electra_tf.modeling.encoder import build_discriminator_encoder
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.model import build_model
-from tests.conftest import make_pretraining_data_dir, run_command
+from tests.conftest import make_pretraining_data_dir, run_command, run_script
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "data" / "hf_official_debug"
@@ -595,8 +595,7 @@ def test_convert_command_on_bad_transformers_folders(tmp_path):
 def test_commands_export_import_and_continue_pretraining(
     official_debug_fixture, bert_vocab, corpus_dir, tmp_path):
   """The convert command both ways, then run_pretraining.py --init_checkpoint
-  from the imported pair for 2 steps."""
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+  from the imported pair for 2 steps, all three commands in this process."""
   hparams = json.dumps(_hparams(official_debug_fixture))
   # The two conversions in this process (python -m electra_tf.convert's entry point).
   run = run_command("electra_tf.commands.convert", [
@@ -613,12 +612,11 @@ def test_commands_export_import_and_continue_pretraining(
   hparams.update(max_seq_length=32, train_batch_size=4, num_train_steps=2,
                  num_warmup_steps=1, save_checkpoints_steps=2, num_eval_steps=2,
                  eval_batch_size=4)
-  run = subprocess.run(
-      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+  run = run_script(
+      ["run_pretraining.py", f"--data_dir={data_dir}",
        f"--model_dir={tmp_path / 'model'}", f"--init_checkpoint={tmp_path / 'imported'}",
        f"--hparams={json.dumps(hparams)}", "--do_train", "--do_eval",
-       f"--export_hf={tmp_path / 'hf2'}"],
-      cwd=REPO, env=env, capture_output=True, text=True)
+       f"--export_hf={tmp_path / 'hf2'}"])
   assert run.returncode == 0, run.stderr[-2000:]
   assert (tmp_path / "model" / "ckpt-2.index").exists()
   # --export_hf: both folders, the card with the run's eval metrics and command.
