@@ -9,17 +9,19 @@ import importlib
 import io
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Sequence
 import unittest.mock
 
 from absl import flags
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The commands' process settings (TF_USE_LEGACY_KERAS) for the tests' own
-# process and the processes they start, as each command sets them.
+# The commands' process settings (TF_USE_LEGACY_KERAS, TF_CPP_MIN_LOG_LEVEL)
+# for the tests' own process and the processes they start, as each command
+# sets them.
 import electra_tf.commands  # noqa: E402,F401  pylint: disable=unused-import
 from electra_tf import cli  # noqa: E402
 
@@ -139,6 +141,32 @@ def run_script(argv: Sequence[str]) -> subprocess.CompletedProcess:
   arguments) run in this process (run_command)."""
   script, *args = argv
   return run_command(SCRIPT_COMMANDS[script], args, pathlib.Path(script).name)
+
+
+_ZYGOTES = []  # this process's zygote (tests/zygote.py), once started
+
+
+def zygote():
+  """This process's zygote, started on first use (it ends with the test run):
+  its `shim` is `python` for a command whose process is not what the test
+  checks (tests/zygote.py says what differs from a fresh interpreter)."""
+  if not _ZYGOTES:
+    from tests import zygote as zygote_lib  # pylint: disable=g-import-not-at-top
+    _ZYGOTES.append(zygote_lib.Zygote(pathlib.Path(tempfile.mkdtemp(prefix="zygote-"))))
+  return _ZYGOTES[0]
+
+
+def command_python() -> str:
+  """`python` for a command a test starts where the process's start is not
+  what it checks: the zygote's shim."""
+  return str(zygote().shim)
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session, exitstatus
+  for started in _ZYGOTES:  # waited for: its processes' CPU time counts as ours
+    started.stop()
+    shutil.rmtree(started.shim.parent.parent, ignore_errors=True)
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:

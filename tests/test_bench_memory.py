@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from electra_tf.measure import peak_memory as memory
-from tests.conftest import run_command
+from tests.conftest import command_python, run_command
 
 
 def test_accumulation_for_picks_the_fewest_steps_that_divide_the_batch():
@@ -34,7 +34,7 @@ def test_memory_command_prints_json(tmp_path, repo_root):
   output = tmp_path / "memory.json"
   hparams = json.dumps({"debug": True, "vocab_size": 100, "embedding_size": 16})
   result = subprocess.run(
-      [sys.executable, "-m", "electra_tf.bench_memory", "--model_sizes=small",
+      [command_python(), "-m", "electra_tf.bench_memory", "--model_sizes=small",
        "--seq_lengths=16", "--batch_sizes=1,4", "--recompute=on", f"--hparams={hparams}",
        f"--output={output}"], cwd=repo_root, capture_output=True, text=True, check=True)
   printed = json.loads(result.stdout.strip().splitlines()[-1])

@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from electra_tf import flops
 from electra_tf.measure import signature_speed
 from electra_tf.measure import step as step_bench
 from electra_tf.pretrain.config import PretrainingConfig
+from tests.conftest import command_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_HPARAMS = {"vocab_size": 500, "embedding_size": 16,
@@ -19,7 +19,7 @@ TINY_HPARAMS = {"vocab_size": 500, "embedding_size": 16,
 
 
 def run_benchmark_cli(*args):
-  return subprocess.run([sys.executable, "-m", "electra_tf.benchmark", *args],
+  return subprocess.run([command_python(), "-m", "electra_tf.benchmark", *args],
                         cwd=REPO, capture_output=True, text=True, timeout=300)
 
 

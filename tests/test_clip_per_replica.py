@@ -13,12 +13,12 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from electra_tf.pretrain.config import PretrainingConfig
+from tests.conftest import command_python
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HPARAMS = {"vocab_size": 60, "embedding_size": 8, "generator_hidden_size": 0.5,
@@ -150,9 +150,9 @@ def test_clip_per_replica_is_a_project_hparam_off_by_default():
 
 @pytest.mark.slow
 def test_per_replica_clipping_on_two_replicas_equals_the_hand_computation():
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("TF_CONFIG", None)
-  proc = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(HPARAMS)],
+  proc = subprocess.run([command_python(), "-c", _SCRIPT, json.dumps(HPARAMS)],
                         capture_output=True, text=True, env=env, timeout=600,
                         cwd=REPO, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]

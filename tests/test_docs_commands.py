@@ -19,7 +19,11 @@ The commands run in a user's clone: a work directory that holds the
 checkout's scripts and package (symlinked) and the user's own data
 (`new_clone`), from the environment the README's install made (`pip install
 -r requirements.txt`, which `.ci/run` runs): `python` is the interpreter
-running these tests, and nothing else is put on PYTHONPATH.  Each page starts
+running these tests, and nothing else is put on PYTHONPATH.  A bash block's
+`python` commands start as processes forked from one that has imported
+TensorFlow as the commands do (tests/zygote.py), without the interpreter's
+and TensorFlow's start; a ```python block starts the interpreter itself, as
+a user's own code imports TensorFlow.  Each page starts
 in a clone of its own, so its commands must chain by themselves, except the
 pages of FOLLOW_README: as each says, they go on in the clone where the
 README's commands ran (and the one before them), as a user who follows the
@@ -42,7 +46,7 @@ import sys
 import resource
 import types
 import unittest
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 from sybil import Document
@@ -50,7 +54,7 @@ from sybil.evaluators.skip import Skipper
 from sybil.parsers.markdown import SkipParser
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import REPO_ROOT, SHARED_DIR, zygote
 
 PAGES = ["README.md", "docs/huggingface.md", "docs/serving.md", "docs/pretraining.md",
          "docs/finetuning.md", "docs/faithfulness.md", "docs/big_batches.md",
@@ -464,17 +468,20 @@ def _environment() -> dict:
   # no TF_USE_LEGACY_KERAS (the commands set it themselves).
   env = {k: v for k, v in os.environ.items()
          if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS")}
-  # `python` is the interpreter running the tests (a venv need not be active).
-  env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+  # `python` is the interpreter running the tests (a venv need not be active),
+  # a command's process forked from one that imported TensorFlow (the shim).
+  env["PATH"] = os.pathsep.join([str(zygote().shim.parent), os.path.dirname(sys.executable),
+                                 env.get("PATH", "")])
   env["PYTHONUNBUFFERED"] = "1"
   return env
 
 
 def _children_cpu_seconds() -> float:
   """The CPU time (user and system) of the processes this one has started and
-  waited for: a block's cost, whatever else the machine runs."""
+  waited for, and of those its zygote forked: a block's cost, whatever else
+  the machine runs."""
   usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return usage.ru_utime + usage.ru_stime
+  return usage.ru_utime + usage.ru_stime + zygote().cpu_seconds()
 
 
 def _run(where: str, kind: str, text: str, work: pathlib.Path) -> str:

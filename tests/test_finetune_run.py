@@ -26,7 +26,7 @@ from electra_tf.finetune import outputs, task_builder
 from electra_tf.finetune.config import FinetuningConfig
 from electra_tf.finetune.model import multitask_loss
 from electra_tf.pretrain.config import PretrainingConfig
-from tests.conftest import run_command
+from tests.conftest import command_python, run_command
 from tests.test_finetune_data import mrqa_lines
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -576,7 +576,7 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
 # ------------------------------------------------------------------- CLI
 def run_cli(args, cwd):
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, str(REPO_ROOT / "run_finetuning.py")] + args,
+  return subprocess.run([command_python(), str(REPO_ROOT / "run_finetuning.py")] + args,
                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -685,7 +685,7 @@ def test_mirrored_on_two_replicas_matches_one_device(data_dir, tmp_path):
   hparams = dict(TINY, use_tfrecords_if_existing=False, train_batch_size=8)
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
   result = subprocess.run(
-      [sys.executable, "-c", MIRRORED_CHECK, str(data_dir), str(tmp_path),
+      [command_python(), "-c", MIRRORED_CHECK, str(data_dir), str(tmp_path),
        repr(hparams)], env=env, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "steps 9" in result.stdout  # (24 + 48) / 8 steps of one epoch

@@ -5,7 +5,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from electra_tf.pretrain import tfrecords as build_tfrecords
 from electra_tf.pretrain import masking_report as inspect_masking
 from electra_tf import errors
 from electra_tf import tokenization
+from tests.conftest import command_python
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_statistics_match_the_official_rule(records, bert_vocab):
 @pytest.mark.slow
 def test_cli_prints_examples_then_json(records, bert_vocab):
   done = subprocess.run(
-      [sys.executable, "data_prep/inspect_masking.py", f"--pretrain_tfrecords={records}",
+      [command_python(), "data_prep/inspect_masking.py", f"--pretrain_tfrecords={records}",
        f"--vocab_file={bert_vocab}", "--num_examples=500", "--num_print=1", "--json"],
       cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True,
       timeout=120)

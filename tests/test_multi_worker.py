@@ -21,7 +21,6 @@ import os
 import pathlib
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess

@@ -6,7 +6,6 @@ import io
 import os
 import re
 import subprocess
-import sys
 import tarfile
 
 import pytest
@@ -15,6 +14,7 @@ from electra_tf.errors import DataError
 from electra_tf.pretrain import tfrecords as builder_lib
 
 from tests.test_build_tfrecords import output_files, read_records
+from tests.conftest import command_python
 
 RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "sat", "dog", "ran", "a", "bird", "flew", "cafe", "deja", "vu",
@@ -190,7 +190,7 @@ def test_invalid_utf8_in_a_document(owt, tmp_path):
 
 
 def run_cli(args):
-  return subprocess.run([sys.executable, "data_prep/build_tfrecords.py", *args],
+  return subprocess.run([command_python(), "data_prep/build_tfrecords.py", *args],
                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         capture_output=True, text=True, timeout=600, check=False)
 

@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -12,6 +11,7 @@ import tensorflow as tf
 
 from electra_tf import optimization
 from electra_tf.errors import ConfigError
+from tests.conftest import command_python
 
 
 
@@ -325,9 +325,9 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_distributed_updates_equal_single_device(official_optimizer_fixture, repo_root):
-  env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("TF_CONFIG", None)
-  proc = subprocess.run([sys.executable, "-c", _DISTRIBUTED_SCRIPT,
+  proc = subprocess.run([command_python(), "-c", _DISTRIBUTED_SCRIPT,
                          str(official_optimizer_fixture)],
                         capture_output=True, text=True, env=env, timeout=300, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]

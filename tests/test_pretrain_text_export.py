@@ -15,7 +15,7 @@ import pytest
 
 from electra_tf import tokenization
 from tests.test_export import TEXT_LOADER_HEAD, graph_ops
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import command_python, make_pretraining_data_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = {  # a tiny ELECTRA (hidden 32, 1 layer), 2 steps
@@ -35,9 +35,9 @@ def pretrained_export(tmp_path_factory, corpus_dir, bert_vocab):
   data_dir = make_pretraining_data_dir(root / "data", corpus_dir, bert_vocab,
                                        num_lines=100, num_out_files=1)
   export_dir = root / "model" / "export"
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1")
   run = subprocess.run(
-      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+      [command_python(), "run_pretraining.py", f"--data_dir={data_dir}",
        f"--model_dir={root / 'model'}", f"--export_dir={export_dir}",
        "--hparams=" + json.dumps(HPARAMS)],
       cwd=REPO, env=env, text=True, capture_output=True, timeout=600)

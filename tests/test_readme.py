@@ -19,6 +19,8 @@ import sys
 
 import pytest
 
+from tests.conftest import command_python
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -114,7 +116,7 @@ def test_every_readme_command_and_flag_exists():
     flags = {arg[2:].split("=")[0] for arg in argv if arg.startswith("--")}
     by_command.setdefault(command, set()).update(flags)
   for command, flags in by_command.items():
-    result = subprocess.run([sys.executable, *command, "--helpfull"], cwd=REPO,
+    result = subprocess.run([command_python(), *command, "--helpfull"], cwd=REPO,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, (command, result.stderr[-1000:])
     for flag in flags:

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from electra_tf import checkpoints, errors, fileio, optimization, train_loop
 from tests import test_training
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import command_python, make_pretraining_data_dir
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The tiny model of the training tests, checkpointing every 2 of 4 steps.
@@ -29,14 +29,16 @@ TINY_HPARAMS = {**test_training.TINY_HPARAMS, "num_train_steps": 4,
 
 
 def _env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1",
              PYTHONDONTWRITEBYTECODE="1")
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
   return env
 
 
 def _pretrain(data_dir, model_dir, preexec_fn=None, **hparams):
-  args = [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+  # preexec_fn acts on the process it starts: the interpreter's own.
+  python = sys.executable if preexec_fn else command_python()
+  args = [python, "run_pretraining.py", f"--data_dir={data_dir}",
           f"--model_dir={model_dir}", "--strategy=one_device",
           "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams})]
   return subprocess.run(args, cwd=REPO, env=_env(), text=True, capture_output=True,
@@ -59,7 +61,7 @@ def _state(model_dir):
 
 def _exporting_run_args(data_dir, model_dir):
   """The command of a run of TINY_HPARAMS that exports to model_dir/export."""
-  return [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+  return [command_python(), "run_pretraining.py", f"--data_dir={data_dir}",
           f"--model_dir={model_dir}", f"--export_dir={model_dir / 'export'}",
           "--hparams=" + json.dumps(TINY_HPARAMS)]
 
@@ -278,7 +280,7 @@ def test_rerun_after_completion_replaces_its_own_export(data_dir, finished_run, 
   other.mkdir()
   (other / "keep.txt").write_text("mine")
   refused = subprocess.run(
-      [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+      [command_python(), "run_pretraining.py", f"--data_dir={data_dir}",
        f"--model_dir={tmp_path / 'model2'}", f"--export_dir={other}",
        "--hparams=" + json.dumps(TINY_HPARAMS)], cwd=REPO, env=_env(), text=True,
       capture_output=True, timeout=300)

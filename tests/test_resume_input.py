@@ -267,9 +267,9 @@ def test_a_corrupt_record_stops_training_and_keeps_the_last_good_checkpoint(
 @pytest.mark.slow
 def test_input_only_benchmark_prints_one_json_line(tmp_path, special, bert_vocab):
   import subprocess
-  import sys
+  from tests.conftest import command_python
   write_corpus(tmp_path / "data", special)
-  command = [sys.executable, "-m", "electra_tf.benchmark", "--input_only",
+  command = [command_python(), "-m", "electra_tf.benchmark", "--input_only",
              f"--pretrain_tfrecords={tmp_path / 'data' / '*'}", f"--seq_length={S}",
              "--batch_size=4", "--steps=5", "--warmup_steps=1", "--json"]
   env = test_training._env()

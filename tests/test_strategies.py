@@ -39,13 +39,12 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import command_python, make_pretraining_data_dir
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -129,11 +128,11 @@ def run_combinations(program: str, module_name: str, out_dir: pathlib.Path,
   runs = [(combination_name(*c),
            job_flags(out_dir / combination_name(*c) / "model") + combination_flags(*c))
           for c in COMBINATIONS]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1",
              ELECTRA_TF_CPU_DEVICES="2")
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
   result = subprocess.run(
-      [sys.executable, "-c", _RUNNER, program, module_name, json.dumps(runs), str(out_dir)],
+      [command_python(), "-c", _RUNNER, program, module_name, json.dumps(runs), str(out_dir)],
       cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
   assert result.returncode == 0, result.stderr[-3000:]
   return out_dir

@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -20,7 +19,7 @@ from tensorflow.python.autograph.impl import api as autograph_api
 
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import eval_first_counter, start_warnings
-from tests.conftest import make_pretraining_data_dir, run_script
+from tests.conftest import command_python, make_pretraining_data_dir, run_script
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -34,13 +33,13 @@ TINY_HPARAMS = {
 
 
 def _env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
   return env
 
 
 def _run(args, timeout=300, **kwargs):
-  return subprocess.run([sys.executable, *args], cwd=REPO, env=_env(), text=True,
+  return subprocess.run([command_python(), *args], cwd=REPO, env=_env(), text=True,
                         capture_output=True, timeout=timeout, **kwargs)
 
 
@@ -190,7 +189,7 @@ def test_multi_worker_mirrored_two_processes(tiny_data, tmp_path):
     env = _env()
     env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
     procs.append(subprocess.Popen(
-        [sys.executable, "-c", _MWMS_SCRIPT, json.dumps(dict(TINY_HPARAMS, num_train_steps=4)),
+        [command_python(), "-c", _MWMS_SCRIPT, json.dumps(dict(TINY_HPARAMS, num_train_steps=4)),
          str(model_dir), str(tiny_data), str(tmp_path / f"weights_{index}.npz")],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   outputs = [p.communicate(timeout=300)[0] for p in procs]

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from electra_tf import stop_points
-from tests.conftest import run_command
+from tests.conftest import command_python, run_command
 from tools.research import learning_study
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
@@ -29,7 +29,7 @@ def _study_process(repo_root, *argv):
   """python -m tools.research.learning_study ARGV in a process of its own: for the
   runs that pre-train (in this process, a tf.data iterator they leave
   behind hung its exit)."""
-  return subprocess.run([sys.executable, "-m", "tools.research.learning_study", *argv],
+  return subprocess.run([command_python(), "-m", "tools.research.learning_study", *argv],
                         cwd=repo_root,
                         capture_output=True, text=True,
                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))

@@ -6,12 +6,11 @@ import json
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import make_pretraining_data_dir
+from tests.conftest import command_python, make_pretraining_data_dir
 from tools.research import representation_probe as probe_lib
 
 DEBUG_MODEL = {"model_size": "small", "embedding_size": 16, "generator_hidden_size": 0.5,
@@ -116,7 +115,7 @@ def _tiny_task_data(source: pathlib.Path, target: pathlib.Path) -> None:
 
 
 def _run(repo_root, *argv):
-  return subprocess.run([sys.executable, "-m", "tools.research.representation_probe", *argv],
+  return subprocess.run([command_python(), "-m", "tools.research.representation_probe", *argv],
                         cwd=repo_root, capture_output=True, text=True, timeout=900)
 
 
