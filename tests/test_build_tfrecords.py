@@ -1,6 +1,7 @@
 """TFRecord builder: the official ExampleBuilder rules, the record format, the
 fast/reference tokenizer equivalence, inputs, errors and interruption."""
 
+import concurrent.futures
 import gzip
 import os
 import random
@@ -300,6 +301,18 @@ def test_input_errors(corpus_dir, bert_vocab, tmp_path):
     with pytest.raises(DataError, match=message):
       builder_lib.build_tfrecords(corpus, vocab, out, **kwargs)
     assert not out.exists() or not list(out.iterdir())  # nothing written
+
+
+def test_starting_the_workers_stops_quietly_once_a_failed_build_shut_the_pool():
+  # A bad corpus line can end the build before the thread that starts the
+  # workers has submitted their first tasks; that thread printed a
+  # "cannot schedule new futures after shutdown" traceback under the build's
+  # one-line error (seen with a fast-starting process, 2026-11-28).
+  pool = concurrent.futures.ProcessPoolExecutor(2)
+  pool.shutdown()
+  builder_lib._start_each_worker(pool, 2)  # pylint: disable=protected-access
+  with pytest.raises(RuntimeError):  # what the thread met
+    pool.submit(builder_lib._worker_ready)  # pylint: disable=protected-access
 
 
 def run_cli(args, **kwargs):

@@ -358,6 +358,17 @@ def _worker_ready() -> None:
   """A first task: returns once the worker has started (its tokenizer built)."""
 
 
+def _start_each_worker(pool: concurrent.futures.ProcessPoolExecutor, num_workers: int) -> None:
+  """Submits a first task a worker (the pool starts one process a task), until
+  the pool is shut down: a build that fails first (a bad corpus line) shuts it
+  down before this thread is done, and its error stays the one line printed."""
+  for _ in range(num_workers):
+    try:
+      pool.submit(_worker_ready)
+    except RuntimeError:  # "cannot schedule new futures after shutdown"
+      return
+
+
 def _start_workers(options: BuildOptions) -> concurrent.futures.ProcessPoolExecutor:
   """`num_workers` tokenizing processes, starting in the background."""
   context = multiprocessing.get_context("forkserver")
@@ -368,13 +379,10 @@ def _start_workers(options: BuildOptions) -> concurrent.futures.ProcessPoolExecu
       options.num_workers, mp_context=context, initializer=_start_worker,
       initargs=(options, os.getpid()))
 
-  def start() -> None:  # one process a task (started on demand)
-    for _ in range(options.num_workers):
-      pool.submit(_worker_ready)
-
   # A first submit waits for the fork server's imports: in a thread, so that
   # this process imports TensorFlow meanwhile.
-  threading.Thread(target=start, daemon=True).start()
+  threading.Thread(target=_start_each_worker, args=(pool, options.num_workers),
+                   daemon=True).start()
   return pool
 
 
