@@ -13,12 +13,12 @@ import json
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from tests.test_training import REPO, TINY_HPARAMS, _env, _pretrain_args, _run
 from tests.test_training import tiny_data  # noqa: F401  (fixture)
-from tests.conftest import command_python
 
 SPECIAL = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -183,8 +183,10 @@ def test_pretraining_data_dir_without_records(tiny_data, tmp_path):  # noqa: F81
 def test_pretraining_bad_flags_and_hparams(extra, parts, tmp_path):
   model_dir = _sentinel_dir(tmp_path / "model")
   before = _snapshot(model_dir)
+  # Refused before TensorFlow loads: the interpreter starts in 0.2 CPU-s, a
+  # worker's zygote in 3 (the fast tier starts none).
   result = _run(["run_pretraining.py", f"--pretrain_tfrecords={tmp_path / '*.tfrecord'}",
-                 f"--model_dir={model_dir}", *extra])
+                 f"--model_dir={model_dir}", *extra], python=sys.executable)
   _check(result, "run_pretraining.py", *parts, untouched=[(model_dir, before)])
 
 
@@ -192,7 +194,7 @@ def test_demo_with_bad_hparams_writes_nothing(tmp_path):
   """12/16 on the embedded default: no demo data is built for a run that fails."""
   for hparams, part in [('{"mask_prob": 2}', "hparam mask_prob: 2 is outside (0, 1)"),
                         ('{"max_seq_lenght": 64}', "Unknown hparam 'max_seq_lenght'")]:
-    result = subprocess.run([command_python(), str(REPO / "run_pretraining.py"),
+    result = subprocess.run([sys.executable, str(REPO / "run_pretraining.py"),
                              f"--hparams={hparams}"], cwd=tmp_path, env=_env(),
                             text=True, capture_output=True, timeout=300)
     _check(result, "run_pretraining.py", part)

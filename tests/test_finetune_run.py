@@ -574,9 +574,9 @@ def test_encoder_starts_from_a_converted_google_checkpoint(
 
 
 # ------------------------------------------------------------------- CLI
-def run_cli(args, cwd):
+def run_cli(args, cwd, python=sys.executable):
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([command_python(), str(REPO_ROOT / "run_finetuning.py")] + args,
+  return subprocess.run([python, str(REPO_ROOT / "run_finetuning.py")] + args,
                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -616,7 +616,7 @@ def test_cli_malformed_row_is_one_line_error_and_writes_nothing(data_dir, tmp_pa
   result = run_cli(["--data_dir", str(local), "--task_names=rte",
                     f"--model_dir={tmp_path / 'model'}",
                     f"--export_dir={tmp_path / 'export'}", "--init_checkpoint=none",
-                    f"--hparams={json.dumps(TINY)}"], tmp_path)
+                    f"--hparams={json.dumps(TINY)}"], tmp_path, python=command_python())
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
       f"run_finetuning.py: error: {dev}:5: expected at least 3 "

@@ -38,8 +38,9 @@ def _env():
   return env
 
 
-def _run(args, timeout=300, **kwargs):
-  return subprocess.run([command_python(), *args], cwd=REPO, env=_env(), text=True,
+def _run(args, timeout=300, python=None, **kwargs):
+  """`python ARGS` in the checkout; python: the zygote's shim unless given."""
+  return subprocess.run([python or command_python(), *args], cwd=REPO, env=_env(), text=True,
                         capture_output=True, timeout=timeout, **kwargs)
 
 
