@@ -53,6 +53,9 @@ from typing import Dict, List, Tuple
 # The PYTHON* variables a forked process applies itself (the shim execs the
 # real interpreter for any other).
 APPLIED_VARIABLES = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")
+# TensorFlow's C++ log level at the zygote's import (read once, then fixed):
+# the commands' own on a machine without a GPU (electra_tf/__init__.py).
+LOG_LEVEL = "3"
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
                    signal.SIGUSR1, signal.SIGUSR2)
 
@@ -68,7 +71,7 @@ args = sys.argv[1:]
 if (not args or args[0] not in ("-m", "-c") and args[0].startswith("-")
     or args[0] in ("-m", "-c") and len(args) < 2
     or any(k.startswith("PYTHON") and k not in {applied!r} for k in os.environ)
-    or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3") != "3"):
+    or os.environ.get("TF_CPP_MIN_LOG_LEVEL", {log_level!r}) != {log_level!r}):
   real()
 try:
   for fd in (0, 1, 2):
@@ -224,16 +227,16 @@ def serve(socket_path: str, owner_pid: int) -> None:
   process `owner_pid` is gone or sends SIGTERM.  After each process ends,
   `socket_path`.cpu holds the CPU-seconds of all ended so far."""
   os.environ["TF_USE_LEGACY_KERAS"] = "1"
-  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = LOG_LEVEL
   import tensorflow  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   import tf_keras  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  base_path = [p for p in sys.path[1:]
-               if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+  base_path = sys.path[1:]  # the interpreter's own (Zygote starts it without PYTHONPATH)
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path + ".tmp")
   listener.listen(64)
   os.rename(socket_path + ".tmp", socket_path)  # ready: connections wait in the backlog
   shims: Dict[int, socket.socket] = {}  # forked pid -> its shim's connection
+  gone = set()  # forked pids whose shim has gone (killed, not yet reaped)
   cpu_seconds = 0.0
   stopping = []
   signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
@@ -243,7 +246,8 @@ def serve(socket_path: str, owner_pid: int) -> None:
   signal.set_wakeup_fd(wakeup_write)
   signal.signal(signal.SIGCHLD, lambda number, frame: None)
   while os.getppid() == owner_pid and not stopping:
-    readable, _, _ = select.select([listener, wakeup, *shims.values()], [], [], 1.0)
+    waiting = [conn for pid, conn in shims.items() if pid not in gone]
+    readable, _, _ = select.select([listener, wakeup, *waiting], [], [], 1.0)
     for ready in readable:
       if ready == wakeup:
         os.read(wakeup, 4096)
@@ -272,6 +276,7 @@ def serve(socket_path: str, owner_pid: int) -> None:
       elif not _alive(ready):  # the shim is gone: so is its process
         pid = next(p for p, c in shims.items() if c is ready)
         os.kill(pid, signal.SIGKILL)
+        gone.add(pid)
     while shims:
       pid, status, usage = os.wait4(-1, os.WNOHANG)
       if pid == 0:
@@ -279,6 +284,7 @@ def serve(socket_path: str, owner_pid: int) -> None:
       cpu_seconds += usage.ru_utime + usage.ru_stime
       pathlib.Path(socket_path + ".cpu").write_text(f"{cpu_seconds:.3f}\n")
       conn = shims.pop(pid)
+      gone.discard(pid)
       how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
              else f"exit {os.WEXITSTATUS(status)}")
       _send(conn, f"{how}\n")
@@ -304,7 +310,7 @@ class Zygote:
         stdin=subprocess.DEVNULL, start_new_session=True)
     self.shim.parent.mkdir(parents=True, exist_ok=True)
     self.shim.write_text(SHIM.format(python=sys.executable, socket=self.socket_path,
-                                     applied=APPLIED_VARIABLES,
+                                     applied=APPLIED_VARIABLES, log_level=LOG_LEVEL,
                                      signals=tuple(int(s) for s in RELAYED_SIGNALS)))
     self.shim.chmod(0o755)
     deadline = time.monotonic() + 120
