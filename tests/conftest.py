@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Sequence
+from typing import Optional, Sequence
 import unittest.mock
 
 from absl import flags
@@ -101,11 +101,13 @@ def make_pretraining_data_dir(root: pathlib.Path, corpus_dir: pathlib.Path,
   return root
 
 
-def run_command(module_name: str, argv: Sequence[str],
-                program: str) -> subprocess.CompletedProcess:
+def run_command(module_name: str, argv: Sequence[str], program: str,
+                python: Optional[str] = None) -> subprocess.CompletedProcess:
   """The command of `module_name` (a module with define_flags() and main():
   electra_tf.commands.*, tools.*) run by its entry point, cli.run, as
   `program argv...` runs it, in this process: no Python or TensorFlow start.
+  `python`, when given, is its sys.executable: command_python() forks what
+  it starts with sys.executable, as from a forked command (tests/zygote.py).
   Its flags are defined for the run and removed afterwards.  Returns its exit
   status and what it printed to sys.stdout and sys.stderr, as subprocess.run
   would."""
@@ -115,7 +117,8 @@ def run_command(module_name: str, argv: Sequence[str],
   stdout, stderr = io.StringIO(), io.StringIO()
   try:
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
-        unittest.mock.patch.object(sys, "argv", [program, *argv]):
+        unittest.mock.patch.object(sys, "argv", [program, *argv]), \
+        unittest.mock.patch.object(sys, "executable", python or sys.executable):
       try:
         cli.run(command.main, program)
       except SystemExit as e:

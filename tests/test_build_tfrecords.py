@@ -19,6 +19,7 @@ from electra_tf.errors import DataError
 from electra_tf.pretrain import corpus as corpus_lib
 from electra_tf.pretrain import tfrecords as builder_lib
 from electra_tf.pretrain.tfrecords import ExampleBuilder
+from tests.conftest import command_python
 
 CLS, SEP = 101, 102
 
@@ -315,8 +316,8 @@ def test_starting_the_workers_stops_quietly_once_a_failed_build_shut_the_pool():
     pool.submit(builder_lib._worker_ready)  # pylint: disable=protected-access
 
 
-def run_cli(args, **kwargs):
-  return subprocess.Popen([sys.executable, "data_prep/build_tfrecords.py", *args],
+def run_cli(args, python=sys.executable, **kwargs):
+  return subprocess.Popen([python, "data_prep/build_tfrecords.py", *args],
                           cwd=os.path.dirname(os.path.dirname(__file__)),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           **kwargs)
@@ -412,12 +413,10 @@ def test_a_rerun_finishes_a_killed_build_identically(point, count, how, uninterr
                                                      bert_vocab, tmp_path):
   corpus, expected = uninterrupted
   out = tmp_path / "out"
-  process = run_cli(build_flags(corpus, bert_vocab, out),
-                    env=dict(os.environ, **stop_points.environment(point, count)),
-                    # A suite started in the background (`cmd &` in a script)
-                    # inherits SIGINT ignored, and so would the build: give it
-                    # the default disposition, as a terminal's Ctrl-C finds.
-                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  # (The zygote's process takes SIGINT as a terminal's Ctrl-C finds it, also
+  # in a suite started in the background, which inherits SIGINT ignored.)
+  process = run_cli(build_flags(corpus, bert_vocab, out), python=command_python(),
+                    env=dict(os.environ, **stop_points.environment(point, count)))
   try:
     assert stop_points.wait_until_stopped(process), process.communicate()[1][-2000:]
     if how == "kill":

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from electra_tf import stop_points
-from tests.conftest import make_pretraining_data_dir, run_script
+from tests.conftest import command_python, make_pretraining_data_dir, run_script
 from tests.test_strategies import FLOAT32_TOLERANCE, NO_DROPOUT
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ TIMEOUT_S = 4 * 3600  # guards against a hung child only; no outcome depends on 
 
 def _env(**extra):
   env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-  env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **extra)
+  env.update(TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1", **extra)
   env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
   return env
 
@@ -102,7 +102,7 @@ def start_readme_workers(work_dir: pathlib.Path, data_dir: pathlib.Path,
     with open(work_dir / f"worker_{index}.log", "w") as out, \
         open(work_dir / f"worker_{index}.err", "w") as err:
       processes.append(subprocess.Popen(
-          [sys.executable, str(REPO / argv[1]), *argv[2:],
+          [command_python(), str(REPO / argv[1]), *argv[2:],
            "--hparams=" + json.dumps(HPARAMS)],
           cwd=work_dir, env=_env(TF_CONFIG=json.dumps(tf_config), **extra),
           stdout=out, stderr=err))
@@ -241,7 +241,7 @@ def test_killed_worker_stops_the_other_and_both_resume(tmp_path, data_dir, two_w
 @pytest.mark.slow
 def test_mirrored_on_two_logical_devices_killed_and_resumed(tmp_path, data_dir, one_process):
   model_dir = tmp_path / "model"
-  argv = [sys.executable, str(REPO / "run_pretraining.py"), f"--data_dir={data_dir}",
+  argv = [command_python(), str(REPO / "run_pretraining.py"), f"--data_dir={data_dir}",
           f"--model_dir={model_dir}", "--model_size=small", "--strategy=mirrored",
           "--hparams=" + json.dumps(HPARAMS)]
   env = _env(ELECTRA_TF_CPU_DEVICES="2")

@@ -335,7 +335,7 @@ def test_fixed_seed_gives_identical_losses_and_weights(data_dir, finished_run, t
 def test_soak_short_form_survives_kills_anywhere(shared_dir, tmp_path):
   report_path = tmp_path / "soak.json"
   run = subprocess.run(
-      [sys.executable, "-m", "tools.soak", f"--work_dir={tmp_path / 'soak'}",
+      [command_python(), "-m", "tools.soak", f"--work_dir={tmp_path / 'soak'}",
        "--kills=4", "--num_train_steps=60", "--tfrecords_kills=2",
        "--finetuning_kills=3", "--corpus_lines=1500", f"--report={report_path}",
        f"--vocab_file={shared_dir / 'data' / 'vocab' / 'bert_uncased_vocab.txt'}",
@@ -393,8 +393,8 @@ def test_model_dir_of_another_configuration_is_refused_naming_the_differences(tm
 
 
 # ------------------------------------------------------------ preemption
-def _pretraining_process(data_dir, model_dir, stop_at=None, **hparams):
-  args = [sys.executable, "run_pretraining.py", f"--data_dir={data_dir}",
+def _pretraining_process(data_dir, model_dir, stop_at=None, python=None, **hparams):
+  args = [python or command_python(), "run_pretraining.py", f"--data_dir={data_dir}",
           f"--model_dir={model_dir}", "--strategy=one_device",
           "--hparams=" + json.dumps({**TINY_HPARAMS, **hparams})]
   env = _env()
@@ -437,7 +437,9 @@ def test_a_second_job_on_a_model_dir_is_refused_and_a_killed_job_leaves_no_lock(
     data_dir, tmp_path):
   from electra_tf import stop_points
   model_dir = tmp_path / "model"
-  first = _pretraining_process(data_dir, model_dir, ("step_logged", 1), log_every=1)
+  # The interpreter itself: the refusal names the pid of the job it started.
+  first = _pretraining_process(data_dir, model_dir, ("step_logged", 1), python=sys.executable,
+                               log_every=1)
   try:
     assert stop_points.wait_until_stopped(first), first.communicate()[1][-2000:]
     second = _pretrain(data_dir, model_dir)

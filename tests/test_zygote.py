@@ -130,3 +130,47 @@ def test_the_forked_processes_cpu_time_is_counted(tmp_path):
   before = zygote().cpu_seconds()
   subprocess.run([str(zygote().shim), str(busy)], check=True, timeout=120)
   assert zygote().cpu_seconds() - before >= 0.5
+
+
+@pytest.mark.slow
+def test_a_stop_is_seen_at_the_shim_and_a_killed_stopped_process_is_reaped_first(tmp_path):
+  from electra_tf import stop_points
+  stopping = tmp_path / "stopping.py"
+  stopping.write_text(
+      "import os, signal, sys\n"
+      "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+      "print(os.getpid(), flush=True)\n"
+      "os.kill(os.getpid(), signal.SIGSTOP)\n"
+      "signal.pause()\n")
+  # Stopped, then SIGTERM (pending) and SIGCONT: the same exit both ways.
+  for python in (sys.executable, str(zygote().shim)):
+    process = subprocess.Popen([python, str(stopping)], stdout=subprocess.PIPE, text=True)
+    forked = int(process.stdout.readline())
+    assert stop_points.wait_until_stopped(process, timeout_s=60)
+    assert stop_points.is_stopped(forked)
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    assert process.wait(timeout=60) == 7, python
+  # Killed while stopped: gone before the next command the zygote serves ends.
+  process = subprocess.Popen([str(zygote().shim), str(stopping)], stdout=subprocess.PIPE,
+                             text=True)
+  forked = int(process.stdout.readline())
+  assert stop_points.wait_until_stopped(process, timeout_s=60)
+  process.kill()
+  process.wait(timeout=60)
+  subprocess.run([str(zygote().shim), "-c", "pass"], check=True, timeout=120)
+  assert not os.path.exists(f"/proc/{forked}")
+
+
+@pytest.mark.slow
+def test_what_a_command_starts_with_sys_executable_is_forked_unless_it_passes_fds(tmp_path):
+  nested = tmp_path / "nested.py"
+  nested.write_text(
+      "import os, subprocess, sys\n"
+      "probe = [sys.executable, '-c', \"import sys; print('tensorflow' in sys.modules)\"]\n"
+      "subprocess.run(probe, check=True)\n"
+      "read, write = os.pipe()\n"
+      "subprocess.run(probe, check=True, pass_fds=[write])\n")
+  real, shim = _both([str(nested)], tmp_path)
+  assert real.stdout == "False\nFalse\n", real
+  assert shim.stdout == "True\nFalse\n", shim

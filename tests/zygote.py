@@ -8,10 +8,14 @@ working directory, environment and stdin/stdout/stderr to the zygote over a
 Unix socket, relays the signals it gets (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
 SIGUSR1, SIGUSR2) to the forked process, and exits as it exits (the same
 status, or the same signal).  A shim killed with SIGKILL takes its process
-with it: the zygote kills a process whose shim has gone.  Another
-interpreter option, a PYTHON* variable other than those below, or a
-TF_CPP_MIN_LOG_LEVEL other than 3 (TensorFlow reads it once, at its import)
-makes the shim exec the real interpreter.
+with it: the zygote kills a process whose shim has gone, and reaps it before
+it serves the next command.  A process that stops (SIGSTOP, a stop point of
+electra_tf.stop_points) stops its shim too, and SIGCONT to the shim continues
+it, so a test sees the stop at the pid it started.  Another interpreter
+option, a PYTHON* variable other than those below, a TF_CPP_MIN_LOG_LEVEL
+other than 3 (TensorFlow reads it once, at its import), or a file descriptor
+beyond the standard three (pass_fds, multiprocessing's forkserver: only those
+three travel to the zygote) makes the shim exec the real interpreter.
 
 The forked process is the command's own: pid, exit status, signals, streams,
 working directory, environment and argv, `sys.path` as the interpreter sets
@@ -27,12 +31,18 @@ interpreter would not:
 - PYTHONPATH, PYTHONUNBUFFERED and PYTHONDONTWRITEBYTECODE applied after
   the start, as the interpreter applies them at its start.
 - its parent is the zygote; a resource limit or signal disposition the
-  caller sets in `preexec_fn` stays with the shim.
-- its sys.executable is the interpreter: what it starts with it starts
-  fresh.
+  caller sets in `preexec_fn` or leaves to it (an ignored SIGINT) stays
+  with the shim: the process starts with the interpreter's own handlers.
+- its sys.executable is the shim: what a command starts with it (a
+  research tool's runs, the soak's jobs, bench_memory's measurements) is
+  forked too, under the same rules.
+- a SIGKILL to the shim reaches the process a moment later (the zygote
+  sees the shim's socket close), not at once: a process frozen at a stop
+  point does nothing in between, one killed while running may.
 So a test whose check is the process's start itself (what a command
-imports, what TensorFlow reads at import time, a fresh `tf.keras`, a stop at
-a stop point, kill -9 at any point, preexec_fn) starts `sys.executable`.
+imports, what TensorFlow reads at import time, a fresh `tf.keras`, kill -9
+while it runs, preexec_fn) starts the interpreter itself (`sys.executable`
+of the test's process).
 """
 
 from __future__ import annotations
@@ -57,7 +67,7 @@ APPLIED_VARIABLES = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"
 # the commands' own on a machine without a GPU (electra_tf/__init__.py).
 LOG_LEVEL = "3"
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
-                   signal.SIGUSR1, signal.SIGUSR2)
+                   signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
 
 SHIM = '''#!{python} -S
 # The tests' `python` (tests/zygote.py): argv, cwd, environment and the
@@ -67,11 +77,21 @@ import array, json, os, signal, socket, struct, sys
 REAL = {python!r}
 def real():
   os.execv(REAL, [REAL] + sys.argv[1:])
+def passed_fds():
+  # Open descriptors beyond 0-2 (the listing's own is closed once listed).
+  for name in os.listdir("/proc/self/fd"):
+    try:
+      if int(name) > 2 and os.readlink("/proc/self/fd/" + name):
+        return True
+    except OSError:
+      pass
+  return False
 args = sys.argv[1:]
 if (not args or args[0] not in ("-m", "-c") and args[0].startswith("-")
     or args[0] in ("-m", "-c") and len(args) < 2
     or any(k.startswith("PYTHON") and k not in {applied!r} for k in os.environ)
-    or os.environ.get("TF_CPP_MIN_LOG_LEVEL", {log_level!r}) != {log_level!r}):
+    or os.environ.get("TF_CPP_MIN_LOG_LEVEL", {log_level!r}) != {log_level!r}
+    or passed_fds()):
   real()
 try:
   for fd in (0, 1, 2):
@@ -97,6 +117,9 @@ pid = int(reader.readline())
 for number in pending:
   os.kill(pid, number)
 how, value = reader.readline().split()
+while how == "stopped":  # as its process is; a SIGCONT continues both (relay)
+  os.kill(os.getpid(), signal.SIGSTOP)
+  how, value = reader.readline().split()
 if how == "signal":
   if int(value) in {signals!r}:
     signal.signal(int(value), signal.SIG_DFL)
@@ -222,7 +245,7 @@ def _alive(conn: socket.socket) -> bool:
     return False
 
 
-def serve(socket_path: str, owner_pid: int) -> None:
+def serve(socket_path: str, owner_pid: int, shim: str) -> None:
   """Import TensorFlow, then fork a process for each request until the
   process `owner_pid` is gone or sends SIGTERM.  After each process ends,
   `socket_path`.cpu holds the CPU-seconds of all ended so far."""
@@ -236,59 +259,66 @@ def serve(socket_path: str, owner_pid: int) -> None:
   listener.listen(64)
   os.rename(socket_path + ".tmp", socket_path)  # ready: connections wait in the backlog
   shims: Dict[int, socket.socket] = {}  # forked pid -> its shim's connection
-  gone = set()  # forked pids whose shim has gone (killed, not yet reaped)
   cpu_seconds = 0.0
   stopping = []
   signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
-  # A process's end wakes the loop at once (its status goes to its shim).
+  # A process's end or stop wakes the loop at once (it goes to its shim).
   wakeup, wakeup_write = os.pipe()
   os.set_blocking(wakeup_write, False)
   signal.set_wakeup_fd(wakeup_write)
   signal.signal(signal.SIGCHLD, lambda number, frame: None)
+
+  def ended(pid: int, status: int, usage) -> None:
+    nonlocal cpu_seconds
+    cpu_seconds += usage.ru_utime + usage.ru_stime
+    pathlib.Path(socket_path + ".cpu").write_text(f"{cpu_seconds:.3f}\n")
+    conn = shims.pop(pid)
+    how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+           else f"exit {os.WEXITSTATUS(status)}")
+    _send(conn, f"{how}\n")
+    conn.close()
+
   while os.getppid() == owner_pid and not stopping:
-    waiting = [conn for pid, conn in shims.items() if pid not in gone]
-    readable, _, _ = select.select([listener, wakeup, *waiting], [], [], 1.0)
-    for ready in readable:
-      if ready == wakeup:
-        os.read(wakeup, 4096)
-      elif ready is listener:
-        conn, _ = listener.accept()
-        try:
-          request, fds = _receive(conn)
-        except (OSError, EOFError, ValueError):  # a shim gone mid-request
-          conn.close()
-          continue
-        pid = os.fork()
-        if pid == 0:
-          signal.set_wakeup_fd(-1)
-          os.close(wakeup)
-          os.close(wakeup_write)
-          listener.close()
-          conn.close()
-          for other in shims.values():
-            other.close()
-          _child(request, fds, base_path)
-        for fd in fds:
-          os.close(fd)
-        shims[pid] = conn
-        if not _send(conn, f"{pid}\n"):
-          os.kill(pid, signal.SIGKILL)
-      elif not _alive(ready):  # the shim is gone: so is its process
-        pid = next(p for p, c in shims.items() if c is ready)
+    readable, _, _ = select.select([listener, wakeup, *shims.values()], [], [], 1.0)
+    if wakeup in readable:
+      os.read(wakeup, 4096)
+    # Shims that have gone first: their processes are dead and reaped before
+    # a command started after the shim's end is served (a lock, a file).
+    for pid, conn in list(shims.items()):
+      if conn in readable and not _alive(conn):
         os.kill(pid, signal.SIGKILL)
-        gone.add(pid)
+        ended(*os.wait4(pid, 0))
+    if listener in readable:
+      conn, _ = listener.accept()
+      try:
+        request, fds = _receive(conn)
+      except (OSError, EOFError, ValueError):  # a shim gone mid-request
+        conn.close()
+        continue
+      pid = os.fork()
+      if pid == 0:
+        signal.set_wakeup_fd(-1)
+        os.close(wakeup)
+        os.close(wakeup_write)
+        listener.close()
+        conn.close()
+        for other in shims.values():
+          other.close()
+        sys.executable = shim
+        _child(request, fds, base_path)
+      for fd in fds:
+        os.close(fd)
+      shims[pid] = conn
+      if not _send(conn, f"{pid}\n"):
+        os.kill(pid, signal.SIGKILL)
     while shims:
-      pid, status, usage = os.wait4(-1, os.WNOHANG)
+      pid, status, usage = os.wait4(-1, os.WNOHANG | os.WUNTRACED)
       if pid == 0:
         break
-      cpu_seconds += usage.ru_utime + usage.ru_stime
-      pathlib.Path(socket_path + ".cpu").write_text(f"{cpu_seconds:.3f}\n")
-      conn = shims.pop(pid)
-      gone.discard(pid)
-      how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-             else f"exit {os.WEXITSTATUS(status)}")
-      _send(conn, f"{how}\n")
-      conn.close()
+      if os.WIFSTOPPED(status):
+        _send(shims[pid], f"stopped {os.WSTOPSIG(status)}\n")
+      else:
+        ended(pid, status, usage)
   for pid in shims:
     os.kill(pid, signal.SIGKILL)
 
@@ -306,7 +336,8 @@ class Zygote:
     self.shim = work_dir / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     self._process = subprocess.Popen(
-        [sys.executable, __file__, self.socket_path, str(os.getpid())], env=env,
+        [sys.executable, __file__, self.socket_path, str(os.getpid()), str(self.shim)],
+        env=env,
         stdin=subprocess.DEVNULL, start_new_session=True)
     self.shim.parent.mkdir(parents=True, exist_ok=True)
     self.shim.write_text(SHIM.format(python=sys.executable, socket=self.socket_path,
@@ -332,4 +363,4 @@ class Zygote:
 
 
 if __name__ == "__main__":
-  serve(sys.argv[1], int(sys.argv[2]))
+  serve(sys.argv[1], int(sys.argv[2]), sys.argv[3])

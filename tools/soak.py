@@ -92,7 +92,7 @@ class Attempt:
 
   def __init__(self, command: Sequence[str], log_path: pathlib.Path,
                extra_env: Optional[Dict[str, str]] = None):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2", **(extra_env or {}))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     self.start = time.time()
     self.lines: List[tuple] = []  # (seconds since start, line)

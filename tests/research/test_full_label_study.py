@@ -8,7 +8,7 @@ import os
 import pytest
 from scipy import stats
 
-from tests.conftest import run_command
+from tests.conftest import command_python, run_command
 from tests.research.test_learning_study import TINY_MODEL
 from tools.research import full_label_study as fls
 from tools.research import learning_analysis as la
@@ -20,9 +20,11 @@ COLA = "".join(f"src\t{i % 2}\t\tsentence {i}\n" for i in range(4))
 CHUNK = "".join(f"w{i} NN B-NP\nran VBD B-VP\n\n" for i in range(4))
 
 
-def _tool(*argv):
-  """python -m tools.research.full_label_study ARGV, run in this process (run_command)."""
-  return run_command("tools.research.full_label_study", argv, "full_label_study.py")
+def _tool(*argv, python=None):
+  """python -m tools.research.full_label_study ARGV, run in this process
+  (run_command); `python`: the sys.executable its fine-tuning runs start."""
+  return run_command("tools.research.full_label_study", argv, "full_label_study.py",
+                     python=python)
 
 
 def test_split_keeps_the_header_and_every_example_once():
@@ -237,7 +239,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   # First one rate, then the grid grows to two: only the new rate runs, and
   # each start's choice is made again over both.
   first = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
-                "--learning_rates=1e-4")
+                "--learning_rates=1e-4", python=command_python())
   assert first.returncode == 0, first.stderr[-3000:]
   one_rate = json.loads((work_dir / "results.json").read_text())
   assert one_rate["settings"]["learning_rates"] == ["0.0001"]
@@ -247,7 +249,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   first_runs = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
   # Two starts, each its selection and dev scores and its last evaluation's own file.
   assert len(first_runs) == 6
-  run = _tool(*argv)
+  run = _tool(*argv, python=command_python())
   assert run.returncode == 0, run.stderr[-3000:]
   assert [line.split(" at lr ")[1].split(":")[0] for line in run.stdout.splitlines()
           if "fine-tuned" in line] == ["0.001", "0.001"]
@@ -307,7 +309,7 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
 
   # Rerun: everything is done; nothing fine-tunes and the results stay.
   before = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
-  rerun = _tool(*argv)
+  rerun = _tool(*argv, python=command_python())
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "fine-tuned" not in rerun.stdout
   assert json.loads((work_dir / "results.json").read_text()) == results

@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -259,7 +258,7 @@ def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", **stop_points.environment("step_logged", 1))
   # Frozen when step 2 is logged; the SIGTERM arrives while frozen.
   process = subprocess.Popen(
-      [sys.executable, "-m", "tools.research.learning_study", f"--work_dir={work_dir}",
+      [command_python(), "-m", "tools.research.learning_study", f"--work_dir={work_dir}",
        f"--corpus_dir={corpus}", "--heldout_file=heldout.txt", f"--vocab_file={bert_vocab}",
        "--hparams=" + json.dumps(TINY_MODEL), "--steps=6", "--eval_at=4,6",
        "--finetune_at=6", "--tasks=sst"],

@@ -410,8 +410,7 @@ def run_finetuning(data_root: pathlib.Path, task: str, model_dir: pathlib.Path,
              f"--vocab_file={vocab_file}", "--hparams=" + json.dumps(hparams),
              f"--init_checkpoint={checkpoint or 'none'}", "--strategy=one_device",
              *extra_flags]
-  run = subprocess.run(command, capture_output=True, text=True,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  run = subprocess.run(command, capture_output=True, text=True)
   if run.returncode:
     raise RuntimeError(f"fine-tuning {model_dir.name} failed: "
                        f"{run.stderr.strip().splitlines()[-1:]}")

@@ -32,7 +32,6 @@ fixture's runs). --plot draws every run's per-step mlm_loss and disc_loss
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -81,13 +80,12 @@ def run_seed(fixture: pathlib.Path, vocab_file: str, model_dir: pathlib.Path,
   steps = hparams["num_train_steps"]
   hparams.update(seed=seed, log_every=1, save_checkpoints_steps=steps,
                  iterations_per_loop=steps)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   command = [sys.executable, str(REPO / "run_pretraining.py"),
              f"--pretrain_tfrecords={fixture / 'data' / 'pretrain_data.tfrecord'}*",
              f"--vocab_file={vocab_file}", f"--init_checkpoint={fixture / 'model.ckpt'}",
              f"--model_dir={model_dir}", "--hparams=" + json.dumps(hparams),
              "--do_train", "--do_eval"]
-  process = subprocess.run(command, env=env, text=True, capture_output=True)
+  process = subprocess.run(command, text=True, capture_output=True)
   if process.returncode:
     raise RuntimeError(f"seed {seed}: run_pretraining.py failed: "
                        f"{process.stderr.strip().splitlines()[-1:]}")
