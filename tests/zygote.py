@@ -6,7 +6,7 @@ once forks each command's process from itself.
 `work_dir/bin/python`, the shim: a stdlib-only script that hands its argv,
 working directory, environment and stdin/stdout/stderr to the zygote over a
 Unix socket, relays the signals it gets (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
-SIGUSR1, SIGUSR2) to the forked process, and exits as it exits (the same
+SIGUSR1, SIGUSR2, SIGCONT) to the forked process, and exits as it exits (the same
 status, or the same signal).  A shim killed with SIGKILL takes its process
 with it: the zygote kills a process whose shim has gone, and reaps it before
 it serves the next command.  A process that stops (SIGSTOP, a stop point of
