@@ -565,12 +565,15 @@ def _bad_saved_cases(tmp_path):
 
 
 def test_bad_transformers_folders_are_one_line_errors_and_write_nothing(tmp_path):
-  for name, (folders, message) in _bad_saved_cases(tmp_path).items():
+  cases = _bad_saved_cases(tmp_path)
+  for name, (folders, message) in cases.items():
     out = tmp_path / f"out_{name}"
     with pytest.raises(ValueError) as raised:
       checkpoint_conversion.hf_to_project(folders, str(out))
     assert message in str(raised.value) and "\n" not in str(raised.value), (name, raised.value)
     assert not out.exists(), name
+  page = " ".join((REPO / "docs" / "huggingface.md").read_text(encoding="utf-8").split())
+  assert f"({len(cases)} bad folder cases, and a missing `--output_dir`)" in page
 
 
 @pytest.mark.slow

@@ -488,28 +488,33 @@ def test_official_trajectory_figures_are_the_committed_run():
   recall = run["eval"]["disc_recall"]
   assert ("`disc_recall` " + ", ".join(f"{x:.2f}" for x in recall["official"]) + " / "
           + ", ".join(f"{x:.2f}" for x in recall["ours"])) in text
-  early, middle = windows["mlm_loss"]["101-200"], windows["mlm_loss"]["201-300"]
+  early, middle, late = (windows["mlm_loss"][w] for w in ("101-200", "201-300", "301-400"))
   assert min(early["ours"]) > max(early["official"])  # every seed above: the residue
   assert (f"the generator is {early['gap']:.2f} nats behind at steps 101-200 on every seed "
           f"(exact permutation p {early['p_permutation']:.3f};") in _flat(_summary())
   readme = _flat(_read(README))
+  assert abs(middle["gap"]) < 0.005  # "level"
   assert (f"our mlm_loss over steps 101-200 is {early['gap']:.2f} nats above the official mean "
-          f"(every seed), over 201-300 within the official seeds' range "
-          f"({min(middle['ours']):.2f}-{max(middle['ours']):.2f} against "
-          f"{middle['official_min']:.2f}-{middle['official_max']:.2f};") in readme
+          f"(every seed), level with it over 201-300 (p {middle['p_permutation']:.2f}) and "
+          f"{late['gap']:.2f} above over 301-400 (p {late['p_permutation']:.2f};") in readme
   assert len(run["curves"]["official"]) == len(run["curves"]["ours"]) == 5
 
 
 def test_embedded_default_figures_are_the_committed_run():
-  """The default's row in learning.md and the README's AUC restate
+  """The default's row in learning.md, the README's AUC and its time restate
   `embedded_default.json` (the command's own results file)."""
-  ev = json.loads((STUDY_DIR / "embedded_default.json").read_text(encoding="utf-8"))["eval"]
+  run = json.loads((STUDY_DIR / "embedded_default.json").read_text(encoding="utf-8"))
+  ev = run["eval"]
   row = (f"| **{ev['disc_auc_real_tokens']:.3f}** | **{ev['disc_precision']:.2f}** | "
          f"**{ev['disc_recall']:.2f}** | {ev['disc_accuracy']:.3f} "
          f"({ev['disc_always_real_accuracy']:.3f}) | {ev['masked_lm_accuracy']:.3f} |")
   assert row in _read(LEARNING_MD)
   readme = " ".join(_read(README).split())
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
+  # Its start and end stamps, in minutes.
+  h0, m0, h1, m1 = map(int, re.search(r"(\d\d):(\d\d)-(\d\d):(\d\d) UTC", run["about"]).groups())
+  assert (f"{(h1 * 60 + m1) - (h0 * 60 + m0)} minutes start to end on a {run['machine'].split(',')[0]} "
+          f"beside a test run, {run['date']})") in readme
 
 
 def test_residue_paragraph_quotes_its_files():
