@@ -513,7 +513,8 @@ def test_embedded_default_figures_are_the_committed_run():
   assert f"(AUC over real tokens {ev['disc_auc_real_tokens']:.3f} after 400 steps)" in readme
   # Its start and end stamps, in minutes.
   h0, m0, h1, m1 = map(int, re.search(r"(\d\d):(\d\d)-(\d\d):(\d\d) UTC", run["about"]).groups())
-  assert (f"{(h1 * 60 + m1) - (h0 * 60 + m0)} minutes start to end on a {run['machine'].split(',')[0]} "
+  machine = run["machine"].split(",")[0]
+  assert (f"{(h1 * 60 + m1) - (h0 * 60 + m0)} minutes start to end on a {machine} "
           f"beside a test run, {run['date']})") in readme
 
 
