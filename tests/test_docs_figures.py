@@ -278,6 +278,29 @@ def test_soak_marker_counts_the_long_forms_kills():
   assert len(kills) == 3 and int(marker) == sum(map(int, kills))
 
 
+def test_soak_marker_counts_the_short_forms_kills():
+  """The marker's "runs the soak with N": the kills tests/test_reliability.py asks for."""
+  (marker,) = re.findall(r"runs the soak with (\d+)", page("docs/operations.md"))
+  soak_test = page("tests/test_reliability.py")
+  kills = re.findall(r"--(?:tfrecords_|finetuning_)?kills=(\d+)", soak_test)
+  assert len(kills) == 3 and int(marker) == sum(map(int, kills))
+
+
+def test_xla_and_embedded_corpus_figures_are_their_results_files():
+  performance = " ".join(page("docs/performance.md").split())
+  rows = dict(re.findall(r"^(false|true) +([\d.]+) s", page(
+      "docs/results/jit_compile_trajectory_2026-11-28.txt"), flags=re.M))
+  assert (f"took {float(rows['true']):.0f} s against {float(rows['false']):.0f} s without, "
+          "one run each: `docs/results/jit_compile_trajectory_2026-11-28.txt`") in performance
+  pretraining = " ".join(page("docs/pretraining.md").split())
+  corpus = page("docs/results/embedded_default_corpus_2026-11-27.txt")
+  size = sum(map(int, re.findall(r"^(\d+)\tcorpus/", corpus, flags=re.M)))
+  (entries,) = re.findall(r"vocab entries \(wc -l vocab.txt\): (\d+)", corpus)
+  assert f"docstrings, {size / 1e6:.1f} MB on Python 3.11;" in pretraining
+  assert (f"algorithm; {int(entries):,} entries there: "
+          "`docs/results/embedded_default_corpus_2026-11-27.txt`") in pretraining
+
+
 def test_ner_vs_chunk_figures_are_its_results_file():
   """docs/finetuning.md's table and gaps restate docs/ner_vs_chunk.json."""
   with open(REPO / "docs" / "ner_vs_chunk.json", encoding="utf-8") as f:
