@@ -9,11 +9,12 @@ import importlib
 import io
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 import unittest.mock
 
 from absl import flags
@@ -170,6 +171,17 @@ def pytest_sessionfinish(session, exitstatus):
   for started in _ZYGOTES:  # waited for: its processes' CPU time counts as ours
     started.stop()
     shutil.rmtree(started.shim.parent.parent, ignore_errors=True)
+
+
+def sigterm_stop(stderr: str, program: str) -> Tuple[int, str]:
+  """(step, checkpoint) of the last line a job stopped by SIGTERM prints
+  (asserted to be that line): "<program>: stopped by SIGTERM at step <n>;
+  <checkpoint> is saved: rerun the same command to resume"."""
+  line = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+  stopped = re.fullmatch(rf"{re.escape(program)}: stopped by SIGTERM at step (\d+); (\S+) is "
+                         r"saved: rerun the same command to resume", line)
+  assert stopped, stderr[-2000:]
+  return int(stopped[1]), stopped[2]
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:

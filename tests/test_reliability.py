@@ -8,7 +8,6 @@ WikiText-2 with the BERT vocab.
 import json
 import os
 import pathlib
-import re
 import resource
 import shutil
 import signal
@@ -21,7 +20,7 @@ import tensorflow as tf
 
 from electra_tf import checkpoints, errors, fileio, optimization, train_loop
 from tests import test_training
-from tests.conftest import command_python, make_pretraining_data_dir
+from tests.conftest import command_python, make_pretraining_data_dir, sigterm_stop
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The tiny model of the training tests, checkpointing every 2 of 4 steps.
@@ -425,11 +424,8 @@ def test_sigterm_saves_the_current_step_and_the_rerun_continues_exactly(data_dir
   finally:
     process.kill()
   assert process.returncode == 143, stderr[-2000:]
-  stopped = re.fullmatch(r"run_pretraining\.py: stopped by SIGTERM at step (\d+); (\S+) is "
-                         r"saved: rerun the same command to resume", _last_line(stderr))
-  assert stopped, stderr[-2000:]
-  step = int(stopped[1])
-  assert 5 <= step < 12 and stopped[2] == str(tmp_path / "model" / f"ckpt-{step}")
+  step, checkpoint = sigterm_stop(stderr, "run_pretraining.py")
+  assert 5 <= step < 12 and checkpoint == str(tmp_path / "model" / f"ckpt-{step}")
   assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith(f"ckpt-{step}")
   rerun = _pretrain(data_dir, tmp_path / "model", **hparams)
   assert rerun.returncode == 0 and "Resumed from" in rerun.stdout

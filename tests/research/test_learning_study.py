@@ -2,14 +2,13 @@
 
 import json
 import os
-import re
 import signal
 import subprocess
 
 import pytest
 
 from electra_tf import stop_points
-from tests.conftest import command_python, run_command
+from tests.conftest import command_python, run_command, sigterm_stop
 from tools.research import learning_study
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
@@ -275,9 +274,7 @@ def test_sigterm_during_pretraining_saves_and_exits_with_one_line(
   finally:
     process.kill()
   assert process.returncode == 143, stderr[-2000:]
-  stopped = re.fullmatch(r"learning_study\.py: stopped by SIGTERM at step (\d+); (\S+) is saved: "
-                         r"rerun the same command to resume", stderr.strip().splitlines()[-1])
-  assert stopped, stderr[-2000:]
-  checkpoint = work_dir / "pretraining" / "electra" / f"ckpt-{stopped[1]}"
-  assert stopped[1] in ("2", "4") and stopped[2] == str(checkpoint)
+  step, named = sigterm_stop(stderr, "learning_study.py")
+  checkpoint = work_dir / "pretraining" / "electra" / f"ckpt-{step}"
+  assert step in (2, 4) and named == str(checkpoint)
   assert checkpoint.with_suffix(".index").exists()
