@@ -62,15 +62,20 @@ def block_flops(t: TransformerSize) -> float:
   return float(per_token * s)
 
 
+def lookup_flops(t: TransformerSize) -> float:
+  """Forward FLOPs of the token, position and token-type lookups, counted as
+  one-hot products (official rule; in hardware they are table reads)."""
+  e, s, v = t.e, t.seq_length, t.vocab_size
+  return float((2 * e * v + 2 * e * (s + 2)) * s)
+
+
 def input_embedding_flops(t: TransformerSize) -> float:
   """Forward FLOPs of the input embeddings (and their projection if e != h)."""
-  h, e, s, v = t.hidden_size, t.e, t.seq_length, t.vocab_size
-  per_token = (2 * e * v  # one-hot token lookup
-               + 2 * e * (s + 2)  # one-hot position and token-type lookups
-               + 2 * e + LAYER_NORM_FLOPS * e + DROPOUT_FLOPS * e)
+  h, e, s = t.hidden_size, t.e, t.seq_length
+  per_token = 2 * e + LAYER_NORM_FLOPS * e + DROPOUT_FLOPS * e  # sum, layer norm, dropout
   if e != h:
     per_token += 2 * h * e + h
-  return float(per_token * s)
+  return lookup_flops(t) + float(per_token * s)
 
 
 def mlm_head_flops(t: TransformerSize, output_frac: float = OFFICIAL_OUTPUT_FRAC,
@@ -168,3 +173,15 @@ def flops_per_seq(config: PretrainingConfig,
   if objective.noise_contrastive:
     total += 2 * ELECTRIC_NOISE_FLOPS * config.max_seq_length
   return total
+
+
+def lookup_flops_per_seq(config: PretrainingConfig) -> float:
+  """The part of flops_per_seq(config) that is embedding lookups (forward and
+  backward, every encoder and tower): flops_per_seq minus it is the arithmetic
+  of an implementation that reads its tables."""
+  from electra_tf.modeling import objectives  # pylint: disable=g-import-not-at-top
+  masked_lm, discriminator = model_sizes(config)
+  towers = 2 if objectives.objective_class(config).two_tower else 1
+  forward = (towers * lookup_flops(masked_lm) if masked_lm is not None else 0.0) + (
+      lookup_flops(discriminator) if discriminator is not None else 0.0)
+  return 2 * forward

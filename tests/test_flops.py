@@ -73,3 +73,21 @@ def test_config_variants():
   debug = PretrainingConfig.create({"debug": True})
   _, discriminator = flops.model_sizes(debug)
   assert (discriminator.hidden_size, discriminator.num_layers, discriminator.heads) == (144, 3, 4)
+
+
+@pytest.mark.parametrize("hparams", [
+    {}, {"electra_objective": False}, {"uniform_generator": True},
+    {"electric_objective": True}], ids=["electra", "masked_lm", "uniform", "electric"])
+def test_lookups_are_the_only_vocab_cost_besides_the_output_layer(hparams):
+  # Without the lookups, a bigger vocab costs only the generator's output layer
+  # (logits, softmax, target pick: 2ev + 5v + 2v a position, forward and backward).
+  def arithmetic(vocab_size):
+    config = PretrainingConfig.create(dict(hparams, vocab_size=vocab_size))
+    return flops.flops_per_seq(config) - flops.lookup_flops_per_seq(config), config
+
+  (small, config), (big, _) = arithmetic(1000), arithmetic(2000)
+  masked_lm, _ = flops.model_sizes(config)
+  positions = (0.0 if config.uniform_generator else config.max_seq_length * (
+      1.0 if config.two_tower_generator else flops.OFFICIAL_OUTPUT_FRAC))
+  e = 0 if masked_lm is None else masked_lm.e
+  assert big - small == pytest.approx(2 * positions * 1000 * (2 * e + 7))

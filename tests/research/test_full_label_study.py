@@ -4,6 +4,7 @@ end at toy size (results, resume)."""
 
 import json
 import os
+import pathlib
 
 import pytest
 from scipy import stats
@@ -307,13 +308,18 @@ def test_study_fine_tunes_every_start_at_every_rate_and_resumes(
   assert results["settings"]["selection_seed"] == 1
   assert analysis["family_size"] == 0  # one run a group: differences, no tests
 
-  # Rerun: everything is done; nothing fine-tunes and the results stay.
+  # Rerun: everything is done; nothing fine-tunes and the results stay, even
+  # with the pre-training run's checkpoint gone (a study dir restored from its
+  # results.json alone).
   before = {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")}
+  index = pathlib.Path(prefix + ".index")
+  index.rename(index.with_suffix(".gone"))
   rerun = _tool(*argv, python=command_python())
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "fine-tuned" not in rerun.stdout
   assert json.loads((work_dir / "results.json").read_text()) == results
   assert {p: p.stat().st_mtime_ns for p in work_dir.rglob("*_metrics.json")} == before
+  index.with_suffix(".gone").rename(index)
   # Other settings over these runs, fewer rates among them: refused.
   other = _tool(*[a for a in argv if not a.startswith("--learning_rates")],
                 "--learning_rates=3e-4,1e-3")

@@ -388,17 +388,23 @@ def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
   assert table[2] == "| ELECTRA, seed 1 | 2,000 | - | 0.510 | - | - | - | - |"
 
 
-def _decisive_runs(root, scores):
+def _decisive_runs(root, scores, arithmetic=None):
   """A decisive/ folder with the given {seed: (electra, masked LM)} scores on
-  both endpoints (100 labels: 10 fine-tuning seeds around the score)."""
+  both endpoints (100 labels: 10 fine-tuning seeds around the score), and
+  the masked LM matched on arithmetic's {seed: score}."""
   full = {}
   for seed, (electra, masked) in scores.items():
+    starts = [("electra_2000", electra), ("mlm_3280", masked)]
+    settings = {"model": {"seed": seed}, "steps": 2000, "mlm_steps": {"2000": 3280}}
+    if seed in (arithmetic or {}):
+      starts.append(("mlm_arithmetic_2168", arithmetic[seed]))
+      settings["arithmetic_mlm_steps"] = {"2000": 2168}
+      full[f"masked_lm_arithmetic_seed{seed}"] = {"dev": arithmetic[seed] + 20}
     by_start = {start: {"runs": {str(f): score + (f - 5.5) / 10 for f in range(1, 11)}}
-                for start, score in (("electra_2000", electra), ("mlm_3280", masked))}
+                for start, score in starts}
     path = root / la.DECISIVE_STUDY / f"seed{seed}" / "results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"settings": {"model": {"seed": seed}, "steps": 2000,
-                                             "mlm_steps": {"2000": 3280}},
+    path.write_text(json.dumps({"settings": settings,
                                 "finetuning_labels100": {"chunk": by_start}}))
     full[f"electra_seed{seed}"] = {"dev": electra + 20}
     full[f"masked_lm_seed{seed}"] = {"dev": masked + 20}
@@ -433,6 +439,27 @@ def test_decisive_experiment_shows_no_difference_before_it_is_complete(tmp_path)
   assert by_endpoint["full_labels"]["difference"] == pytest.approx(
       np.mean(electra) - np.mean(masked))
   assert [c["p_holm"] for c in final["endpoints"]] == la.holm([c["p"] for c in final["endpoints"]])
+  assert "arithmetic" not in la.decisive_table(final) and "arithmetic_endpoints" not in final
+
+  # The masked LM matched on arithmetic: its rows appear with its first run, its
+  # comparison once it has as many runs as the others.
+  matched = {seed: 38.2 + rng.normal(0, 0.3) for seed in range(11, 23)}
+  _decisive_runs(tmp_path, scores, {s: matched[s] for s in range(11, 17)})
+  partial = la.analyse_decisive(tmp_path)
+  assert partial["runs_done"]["full_labels"][la.ARITHMETIC_ARM] == 6
+  assert partial["endpoints"] == final["endpoints"] and "arithmetic_endpoints" not in partial
+  rows = [row for row in la.decisive_table(partial).splitlines() if "arithmetic" in row]
+  assert len(rows) == 2 and all("| 12 / 6 |" in r and "not before" in r for r in rows)
+  _decisive_runs(tmp_path, scores, matched)
+  both = la.analyse_decisive(tmp_path)
+  against = {c["endpoint"]: c for c in both["arithmetic_endpoints"]}
+  arithmetic = [matched[s] for s in range(11, 23)]
+  for endpoint in ("full_labels", "labels100"):
+    assert against[endpoint]["against"] == la.ARITHMETIC_ARM
+    assert against[endpoint]["p"] == pytest.approx(
+        stats.ttest_ind(electra, arithmetic, equal_var=False).pvalue)
+    assert against[endpoint]["difference"] == pytest.approx(np.mean(electra) - np.mean(arithmetic))
+  assert both["endpoints"] == final["endpoints"]
 
 
 def test_defect_checks_read_each_runs_curve(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from electra_tf import stop_points
 from tests.conftest import command_python, run_command, sigterm_stop
+from tools.research import learning_analysis
 from tools.research import learning_study
 
 TINY_MODEL = {"embedding_size": 16, "train_batch_size": 8, "eval_batch_size": 8,
@@ -114,23 +115,31 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   for figure in ("pretraining.png", "downstream.png"):
     assert (work_dir / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-  # Rerun: everything is done, so nothing trains again and the results stay.
-  before = {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")}
-  rerun = _study_process(repo_root, *argv)
-  assert rerun.returncode == 0, rerun.stderr[-3000:]
-  assert json.loads((work_dir / "results.json").read_text()) == results
-  assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == before
-
   # A second fine-tuning setting over the same checkpoints, under its own name:
   # 8 labelled examples, the checkpoints only (--norandom_init); the first
-  # setting's runs and figure are kept.
+  # setting's runs and figure are kept. It adds the masked LM matched on
+  # arithmetic (the embedding lookups not counted): it pre-trains that alone.
+  before = {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")}
   few = [a for a in argv if not a.startswith("--train_examples")] + [
       "--train_examples=8", "--finetuning_name=few", "--norandom_init"]
-  run = _study_process(repo_root, *few)
+  run = _study_process(repo_root, *few, "--arithmetic_masked_lm")
   assert run.returncode == 0, run.stderr[-3000:]
   both = json.loads((work_dir / "results.json").read_text())
   assert both["finetuning"] == results["finetuning"]
-  assert set(both["finetuning_few"]["sst"]) == {"electra_4", f"mlm_{mlm_steps[4]}"}
+  counted = learning_analysis.flops_both_ways(settings["model"], settings["vocab_size"])
+  ratio = both["settings"]["arithmetic_flops_ratio"]
+  assert ratio == pytest.approx(counted["ratio_without_lookups"]) and 1 < ratio < (
+      settings["flops_ratio"])
+  arithmetic = {int(k): v for k, v in both["settings"]["arithmetic_mlm_steps"].items()}
+  assert arithmetic == {step: round(step * ratio) for step in (2, 4)}
+  assert sorted(both["pretraining"]["mlm_arithmetic"]["evals"], key=int) == [
+      str(arithmetic[2]), str(arithmetic[4])]
+  assert both["pretraining_runs"] == results["pretraining_runs"] + [
+      {"objective": "masked_lm_arithmetic", "seed": 0, "steps": arithmetic[4],
+       "checkpoint": f"pretraining/mlm_arithmetic/ckpt-{arithmetic[4]}",
+       "finetuned_checkpoints": [f"pretraining/mlm_arithmetic/ckpt-{arithmetic[4]}"]}]
+  assert set(both["finetuning_few"]["sst"]) == {"electra_4", f"mlm_{mlm_steps[4]}",
+                                                f"mlm_arithmetic_{arithmetic[4]}"}
   assert both["finetuning_settings"]["finetuning_few"]["train_examples"] == 8
   assert both["finetuning_settings"]["finetuning"]["train_examples"] == 16
   train = (work_dir / "finetuning_few" / "data" / "finetuning_data" / "sst" / "train.tsv")
@@ -139,8 +148,16 @@ def test_study_pretrains_both_objectives_finetunes_and_resumes(
   assert not (work_dir / "finetuning_few" / "runs" / "sst_random_init_seed1").exists()
   assert (work_dir / "downstream_few.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   # Nothing pre-trained again, and the first setting's runs untouched.
-  assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")
-          if "finetuning_few" not in path.parts} == before
+  after = {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")}
+  assert {path: mtime for path, mtime in after.items() if "finetuning_few" not in path.parts
+          and "mlm_arithmetic" not in path.parts} == before
+
+  # Rerun without the flag: the work_dir keeps its arithmetic arm; everything is
+  # done, so nothing trains again and the results stay.
+  rerun = _study_process(repo_root, *few)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert json.loads((work_dir / "results.json").read_text()) == both
+  assert {path: path.stat().st_mtime_ns for path in work_dir.rglob("ckpt-*.index")} == after
 
 
 @pytest.mark.slow

@@ -50,7 +50,8 @@ evaluated, without training, on data/dev/ (the real dev set); with
 two folders train on the same examples, and fine-tuning is deterministic, so
 the scores are the same); each score is kept beside it as
 selection_metrics.json and dev_metrics.json. Rerunning the
-same command skips the finished runs; more --study_dirs or --random_init_seeds
+same command skips the finished runs (a start that has run them all needs its
+checkpoint no more: a study dir may be restored from its results.json); more --study_dirs or --random_init_seeds
 add starts; more --learning_rates (the recorded ones and others) add runs to
 every start, whose choice is then made again over all its rates (until they
 have run, a start has none); other settings are refused.
@@ -210,11 +211,22 @@ def write_task_data(task: str, source: pathlib.Path, work_dir: pathlib.Path,
 
 
 # ---------------------------------------------------------------- starts
-def read_studies(study_dirs: Sequence[str]) -> Dict:
+def finished_starts(results: Dict, tasks: Sequence[str], learning_rates: Sequence[str]
+                    ) -> List[str]:
+  """The starts in results.json that have run every rate on every task."""
+  by_task = results.get("finetuning", {})
+  names = sorted(set().union(*(by_task.get(task, {}) for task in tasks)))
+  return [name for name in names if all(
+      lr in by_task.get(task, {}).get(name, {}).get("runs", {})
+      for task in tasks for lr in learning_rates)]
+
+
+def read_studies(study_dirs: Sequence[str], finished: Sequence[str] = ()) -> Dict:
   """The model, vocab and pre-training runs of the study dirs: {model,
   vocab_file, runs: [{objective, seed, steps, checkpoint (absolute),
   study_dir}]}; no study dirs: tools/research/learning_study.py's default model and
-  vocab, no runs."""
+  vocab, no runs. A run's checkpoint must be there unless its start is
+  `finished` (a study dir restored from its results.json alone)."""
   if not study_dirs:
     vocab = learning_study.SHARED / "vocab" / "bert_uncased_vocab.txt"
     return {"model": learning_study.finetuning_hparams(
@@ -238,7 +250,8 @@ def read_studies(study_dirs: Sequence[str]) -> Dict:
     model, vocab = encoder, settings["vocab_file"]
     for run in results["pretraining_runs"]:
       checkpoint = study_dir / run["checkpoint"]
-      if not checkpoint.with_name(checkpoint.name + ".index").exists():
+      if (f"{run['objective']}_seed{run['seed']}" not in finished
+          and not checkpoint.with_name(checkpoint.name + ".index").exists()):
         raise CheckpointError(f"--study_dirs: {checkpoint} (the {run['objective']} run's "
                               "checkpoint) is missing")
       runs.append({"objective": run["objective"], "seed": run["seed"], "steps": run["steps"],
@@ -373,8 +386,9 @@ def main() -> int:
   unknown = [t for t in FLAGS.tasks if t not in TASK_FILES]
   if unknown:
     raise ConfigError(f"--tasks: {unknown[0]} is not one of {', '.join(TASK_FILES)}")
-  studies = read_studies(FLAGS.study_dirs)
   learning_rates = [lr_key(lr) for lr in FLAGS.learning_rates]
+  studies = read_studies(FLAGS.study_dirs,
+                         finished_starts(results, FLAGS.tasks, learning_rates))
   lengths = per_task("max_seq_length", FLAGS.max_seq_length, FLAGS.tasks, 8)
   epochs = per_task("num_train_epochs", FLAGS.num_train_epochs, FLAGS.tasks, 0.01, float)
   hparams = dict(studies["model"], **override_hparams(FLAGS.finetuning_hparams),

@@ -348,11 +348,7 @@ def flops_both_ways(model: Dict, vocab_size: int) -> Dict:
     config = PretrainingConfig.create(dict(model, vocab_size=vocab_size,
                                            electra_objective=electra_objective))
     official = flops.flops_per_seq(config)
-    lookups = 0.0
-    for size in flops.model_sizes(config):
-      if size is not None:  # forward + backward of the token, position and type lookups
-        lookups += 2 * size.seq_length * (2 * size.e * size.vocab_size
-                                          + 2 * size.e * (size.seq_length + 2))
+    lookups = flops.lookup_flops_per_seq(config)
     out[name] = {"official": official * config.train_batch_size,
                  "without_lookups": (official - lookups) * config.train_batch_size,
                  "lookup_share": lookups / official}
@@ -638,6 +634,9 @@ DECISIVE_STUDY = "decisive"
 DECISIVE_RUNS, DECISIVE_INTERIM, DECISIVE_MAXIMUM = 12, 6, 20
 DECISIVE_DIFFERENCES = {"full_labels": 1.12, "labels100": 0.40}
 DECISIVE_ALPHA = 0.025
+# The arm that follows if ELECTRA does not beat the masked LM: a masked LM whose
+# steps cost ELECTRA's with the embedding lookups not counted.
+ARITHMETIC_ARM = "masked_lm_arithmetic"
 
 
 def decisive_scores(study_dir: pathlib.Path) -> Dict[str, Dict[str, Dict[str, float]]]:
@@ -645,27 +644,44 @@ def decisive_scores(study_dir: pathlib.Path) -> Dict[str, Dict[str, Dict[str, fl
   committed runs: labels100, a pre-training run's mean chunking dev F1 over
   its fine-tuning seeds (decisive/seed<S>/results.json, once it has all 10);
   full_labels, its dev F1 at the rate its selection set chose
-  (decisive/full_labels/results.json)."""
+  (decisive/full_labels/results.json). Objectives: electra, masked_lm and,
+  once it has a run, ARITHMETIC_ARM."""
   scores: Dict[str, Dict[str, Dict[str, float]]] = {
       "full_labels": {"electra": {}, "masked_lm": {}},
       "labels100": {"electra": {}, "masked_lm": {}}}
   for path in sorted((study_dir / DECISIVE_STUDY).glob("seed*/results.json")):
     results = json.loads(path.read_text())
-    seed = str(results["settings"]["model"]["seed"])
-    steps = results["settings"]["steps"]
+    settings = results["settings"]
+    seed, steps = str(settings["model"]["seed"]), str(settings["steps"])
     by_start = results.get("finetuning_labels100", {}).get("chunk", {})
-    for objective, start in (("electra", f"electra_{steps}"),
-                             ("masked_lm", f"mlm_{results['settings']['mlm_steps'][str(steps)]}")):
+    starts = {"electra": f"electra_{steps}", "masked_lm": f"mlm_{settings['mlm_steps'][steps]}"}
+    if "arithmetic_mlm_steps" in settings:
+      starts[ARITHMETIC_ARM] = f"mlm_arithmetic_{settings['arithmetic_mlm_steps'][steps]}"
+    for objective, start in starts.items():
       runs = by_start.get(start, {}).get("runs", {})
       if len(runs) == 10:
-        scores["labels100"][objective][seed] = sum(runs.values()) / len(runs)
+        scores["labels100"].setdefault(objective, {})[seed] = sum(runs.values()) / len(runs)
   full = study_dir / DECISIVE_STUDY / "full_labels" / "results.json"
   if full.exists():
     for start, record in json.loads(full.read_text())["finetuning"].get("chunk", {}).items():
       objective, seed = start.rsplit("_seed", 1)
       if "dev" in record:
-        scores["full_labels"][objective][seed] = record["dev"]
+        scores["full_labels"].setdefault(objective, {})[seed] = record["dev"]
   return scores
+
+
+def decisive_comparisons(scores: Dict[str, Dict[str, Dict[str, float]]], against: str,
+                         runs: int) -> List[Dict]:
+  """ELECTRA − `against` on each endpoint over the first `runs` seeds of each
+  arm: Welch with an exact permutation p, Holm over the endpoints."""
+  comparisons = []
+  for endpoint, arms in scores.items():
+    values = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:runs]]
+              for o in ("electra", against)]
+    comparisons.append({"endpoint": endpoint, "start": "electra", "against": against,
+                        **runs_compared(*values)})
+  holm_both(comparisons)
+  return comparisons
 
 
 def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
@@ -676,14 +692,17 @@ def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
   DECISIVE_DIFFERENCES at DECISIVE_ALPHA (the largest over the endpoints,
   at least DECISIVE_RUNS, at most DECISIVE_MAXIMUM); once every endpoint has
   that many runs an arm, the endpoints: ELECTRA − masked LM, Welch over run
-  scores with an exact permutation p, Holm over the two. None before a run."""
+  scores with an exact permutation p, Holm over the two; and once
+  ARITHMETIC_ARM has as many, ELECTRA − that arm the same way
+  (arithmetic_endpoints). None before a run."""
   scores = decisive_scores(study_dir)
   done = {endpoint: {objective: len(runs) for objective, runs in arms.items()}
           for endpoint, arms in scores.items()}
   if not any(n for arms in done.values() for n in arms.values()):
     return None
   out: Dict = {"runs_done": done, "interim": None, "endpoints": None}
-  if all(n >= DECISIVE_INTERIM for arms in done.values() for n in arms.values()):
+  primary = [done[endpoint][o] for endpoint in done for o in ("electra", "masked_lm")]
+  if min(primary) >= DECISIVE_INTERIM:
     interim = {}
     for endpoint, arms in scores.items():
       first = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:DECISIVE_INTERIM]]
@@ -695,27 +714,24 @@ def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
     out["interim"] = {"endpoints": interim, "runs_an_arm": max(
         e["runs_needed"] for e in interim.values())}
     planned = out["interim"]["runs_an_arm"]
-    if all(n >= planned for arms in done.values() for n in arms.values()):
-      comparisons = []
-      for endpoint, arms in scores.items():
-        values = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:planned]]
-                  for o in ("electra", "masked_lm")]
-        comparisons.append({"endpoint": endpoint, "start": "electra", "against": "masked_lm",
-                            **runs_compared(*values)})
-      holm_both(comparisons)
-      out["endpoints"] = comparisons
+    if min(primary) >= planned:
+      out["endpoints"] = decisive_comparisons(scores, "masked_lm", planned)
+      if min(arms.get(ARITHMETIC_ARM, 0) for arms in done.values()) >= planned:
+        out["arithmetic_endpoints"] = decisive_comparisons(scores, ARITHMETIC_ARM, planned)
   return out
 
 
 def decisive_table(analysis: Dict) -> str:
   """Where the decisive experiment stands: runs done, the interim, and the
-  endpoints once complete (until then no difference is shown)."""
+  endpoints once complete (until then no difference is shown); once
+  ARITHMETIC_ARM has a run, a row per endpoint for ELECTRA against it."""
   lines = ["| primary endpoint (chunking) | runs done: ELECTRA / masked LM | interim: sd within "
            "arms (6 runs each) | runs an arm it calls for | ELECTRA − masked LM (difference "
            "[95% CI]; Welch p, Holm over 2; exact permutation p, Holm) |", "|---|---|---|---|---|"]
+  labels = (("full_labels", "full training set, 4-rate rule"),
+            ("labels100", "100 labels, mean of 10 fine-tuning seeds"))
   endpoints = {c["endpoint"]: c for c in analysis["endpoints"] or []}
-  for endpoint, label in (("full_labels", "full training set, 4-rate rule"),
-                          ("labels100", "100 labels, mean of 10 fine-tuning seeds")):
+  for endpoint, label in labels:
     interim = (analysis["interim"] or {}).get("endpoints", {}).get(endpoint)
     lines.append(f"| {label} | {analysis['runs_done'][endpoint]['electra']} / "
                  f"{analysis['runs_done'][endpoint]['masked_lm']} | "
@@ -723,6 +739,14 @@ def decisive_table(analysis: Dict) -> str:
                     else "- | -") + " | "
                  + (comparison_cell(endpoints[endpoint]) if endpoint in endpoints
                     else "not before every run is in") + " |")
+  arithmetic = {c["endpoint"]: c for c in analysis.get("arithmetic_endpoints") or []}
+  for endpoint, label in labels:
+    done = analysis["runs_done"][endpoint]
+    if ARITHMETIC_ARM in done:
+      lines.append(f"| {label}: the masked LM matched on arithmetic instead | "
+                   f"{done['electra']} / {done[ARITHMETIC_ARM]} | - | - | "
+                   + (comparison_cell(arithmetic[endpoint]) if endpoint in arithmetic
+                      else "not before every run is in") + " |")
   return "\n".join(lines)
 
 

@@ -18,7 +18,9 @@ Stages (rerun the same command to resume; finished work is kept):
      count, electra_tf/flops.py); both train to the last --eval_at point of
      their schedule and are evaluated on the held-out records at each
      --eval_at step of ELECTRA (and the FLOPs-equal steps of the masked LM;
-     --nomasked_lm leaves the masked LM out);
+     --nomasked_lm leaves the masked LM out; --arithmetic_masked_lm adds a
+     masked LM whose steps cost ELECTRA's with the embedding lookups not
+     counted, mlm_arithmetic);
      then, for each evaluated checkpoint and for a random initialisation, how
      spread out the encoder's final token vectors are on the held-out records
      (effective rank and mean cosine, pretrain/metrics.RepresentationStats);
@@ -41,6 +43,7 @@ objectives; only the objective (and so the steps a FLOPs budget buys) differs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -115,6 +118,11 @@ def define_flags() -> None:
   flags.DEFINE_boolean("masked_lm", True,
                        "Also pre-train the FLOPs-equal masked LM and fine-tune from it "
                        "(--nomasked_lm: ELECTRA against random initialisation only).")
+  flags.DEFINE_boolean("arithmetic_masked_lm", False,
+                       "Also pre-train a masked LM whose steps cost what ELECTRA's do with "
+                       "the embedding lookups left out of the FLOPs count (table reads, not "
+                       "arithmetic), and fine-tune from it (starts mlm_arithmetic_<step>); "
+                       "a work_dir that has it keeps it on later runs.")
   flags.DEFINE_boolean("random_init", True,
                        "Also fine-tune from a random initialisation (--norandom_init: only "
                        "the checkpoints, e.g. for a further pre-training seed whose random "
@@ -209,42 +217,64 @@ def pretraining_config(objective: str, steps: int, data: Dict[str, str],
   return PretrainingConfig.create(hparams)
 
 
-def pretraining_runs(electra: PretrainingConfig, mlm: Optional[PretrainingConfig],
-                     mlm_steps: Dict[int, int], work_dir: pathlib.Path) -> List[Dict]:
+@dataclasses.dataclass(frozen=True)
+class Arm:
+  """One pre-training run of the study. name: its record in results.json's
+  pretraining, its folder under work_dir/pretraining and its starts' prefix
+  (<name>_<step>); objective: its name in pretraining_runs; steps: ELECTRA's
+  step -> this run's step that costs the same; flops_ratio: ELECTRA's cost of
+  a step over this run's."""
+  name: str
+  objective: str
+  config: PretrainingConfig
+  steps: Dict[int, int]
+  flops_ratio: float = 1.0
+
+
+def masked_lm_arm(name: str, objective: str, electra: PretrainingConfig, data: Dict[str, str],
+                  work_dir: pathlib.Path, points: List[int], with_lookups: bool) -> Arm:
+  """The masked LM whose steps cost what ELECTRA's `points` do: by the official
+  FLOPs count (with_lookups), or without the embedding lookups."""
+  probe = pretraining_config("mlm", 1, data, work_dir)
+  ratio = flops_per_step(electra, with_lookups) / flops_per_step(probe, with_lookups)
+  steps = {step: int(round(step * ratio)) for step in points}
+  return Arm(name, objective, pretraining_config("mlm", steps[FLAGS.steps], data,
+                                                 work_dir / "pretraining" / name), steps, ratio)
+
+
+def pretraining_runs(arms: List[Arm], work_dir: pathlib.Path) -> List[Dict]:
   """One object per pre-training run of the study, for a reader's script:
   objective, seed, steps (where its learning-rate schedule ends), the
   checkpoint at that step and the checkpoints fine-tuned from (paths relative
   to work_dir)."""
   runs = []
-  for config, steps, finetuned in (
-      (electra, FLAGS.steps, [int(s) for s in FLAGS.finetune_at]),
-      (mlm, mlm_steps[FLAGS.steps], [mlm_steps[int(s)] for s in FLAGS.finetune_at])):
-    if config is None:
-      continue
-    directory = pathlib.Path(config.model_dir).relative_to(work_dir)
-    runs.append({"objective": "electra" if config.electra_objective else "masked_lm",
-                 "seed": config.seed, "steps": steps,
+  for arm in arms:
+    directory = pathlib.Path(arm.config.model_dir).relative_to(work_dir)
+    steps = arm.steps[FLAGS.steps]
+    runs.append({"objective": arm.objective, "seed": arm.config.seed, "steps": steps,
                  "checkpoint": str(directory / f"ckpt-{steps}"),
-                 "finetuned_checkpoints": [str(directory / f"ckpt-{s}")
-                                           for s in sorted(finetuned)]})
+                 "finetuned_checkpoints": [str(directory / f"ckpt-{s}") for s in
+                                           sorted(arm.steps[int(s)] for s in FLAGS.finetune_at)]})
   return runs
 
 
-def flops_per_step(config: PretrainingConfig) -> float:
+def flops_per_step(config: PretrainingConfig, with_lookups: bool = True) -> float:
+  """Training FLOPs of a step: the official count, or without the embedding lookups."""
   from electra_tf import flops  # pylint: disable=g-import-not-at-top
-  return flops.flops_per_seq(config) * config.train_batch_size
+  lookups = 0.0 if with_lookups else flops.lookup_flops_per_seq(config)
+  return (flops.flops_per_seq(config) - lookups) * config.train_batch_size
 
 
-def pretrain(config: PretrainingConfig, eval_steps: List[int], results: Dict,
-             save) -> None:
-  """Trains in stages that end at `eval_steps`, evaluating each (resumable)."""
+def pretrain(arm: Arm, eval_at: List[int], results: Dict, save) -> None:
+  """Trains `arm` in stages that end at its steps for ELECTRA's `eval_at`,
+  evaluating each (resumable)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from electra_tf import train_loop  # pylint: disable=g-import-not-at-top
   from electra_tf.pretrain import job as job_lib  # pylint: disable=g-import-not-at-top
-  name = "electra" if config.electra_objective else "mlm"
+  name, config = arm.name, arm.config
   record = results.setdefault("pretraining", {}).setdefault(name, {
       "flops_per_step": flops_per_step(config), "evals": {}, "seconds": 0.0})
-  todo = [step for step in eval_steps if str(step) not in record["evals"]]
+  todo = [arm.steps[step] for step in eval_at if str(arm.steps[step]) not in record["evals"]]
   if not todo:
     return
   train_loop.check_run_record(config.model_dir, job_lib.RUN_RECORD, config.architecture())
@@ -296,11 +326,10 @@ def encoder_stats(config: PretrainingConfig, checkpoint: Optional[str],
   return stats.result()
 
 
-def add_encoder_stats(config: PretrainingConfig, heldout: str, results: Dict,
-                      save) -> None:
+def add_encoder_stats(arm: Arm, heldout: str, results: Dict, save) -> None:
   """encoder_effective_rank / encoder_mean_cosine for every evaluated step
-  of `config`'s run that lacks them (resumable)."""
-  name = "electra" if config.electra_objective else "mlm"
+  of `arm`'s run that lacks them (resumable)."""
+  name, config = arm.name, arm.config
   for step, evals in sorted(results["pretraining"][name]["evals"].items(),
                             key=lambda item: int(item[0])):
     if "encoder_effective_rank" not in evals:
@@ -482,7 +511,7 @@ def plot(results: Dict, work_dir: pathlib.Path) -> None:
   panels = [(title, keys) for title, keys in panels
             if any(key in evals for run in runs.values() for evals in run["evals"].values()
                    for key in keys)]
-  colors = {"electra": "#3b75af", "mlm": "#e07b39"}
+  colors = {"electra": "#3b75af", "mlm": "#e07b39", "mlm_arithmetic": "#59a14f"}
   styles = ["o-", "s--", "^:"]
   figure, axes = pyplot.subplots(2, len(panels), figsize=(5 * len(panels), 7.5))
   for row, against_flops in enumerate((False, True)):
@@ -538,8 +567,8 @@ def plot_downstream(downstream: Dict, path: pathlib.Path) -> None:
       stds.append(summary["std"])
       runs.append(list(summary["runs"].values()))
     axis.bar(range(len(labels)), means, yerr=stds, capsize=4,
-             color=["#999999" if "random" in l else "#3b75af" if "electra" in l else "#e07b39"
-                    for l in labels])
+             color=["#999999" if "random" in l else "#3b75af" if "electra" in l
+                    else "#59a14f" if "arithmetic" in l else "#e07b39" for l in labels])
     for position, values in enumerate(runs):
       spread = [0.25 * (i / max(1, len(values) - 1) - 0.5) for i in range(len(values))]
       axis.plot([position + dx for dx in spread], values, ".", color="black", markersize=4,
@@ -608,36 +637,39 @@ def run_study() -> int:
                                     key: check_finetuning_setting(results, key)}
   data = prepare_data(work_dir)
   electra = pretraining_config("electra", FLAGS.steps, data, work_dir / "pretraining" / "electra")
-  # The masked LM's steps that spend what ELECTRA's do (official FLOPs count).
-  ratio = flops_per_step(electra) / flops_per_step(pretraining_config("mlm", 1, data, work_dir))
-  mlm_steps = {step: int(round(step * ratio)) for step in eval_at + [FLAGS.steps]}
-  mlm = pretraining_config("mlm", mlm_steps[FLAGS.steps], data,
-                           work_dir / "pretraining" / "mlm")
+  points = eval_at + [FLAGS.steps]
+  mlm = masked_lm_arm("mlm", "masked_lm", electra, data, work_dir, points, True)
+  arithmetic = masked_lm_arm("mlm_arithmetic", "masked_lm_arithmetic", electra, data, work_dir,
+                             points, False)
+  with_arithmetic = (FLAGS.arithmetic_masked_lm
+                     or "arithmetic_mlm_steps" in results.get("settings", {}))
+  arms = ([Arm("electra", "electra", electra, {step: step for step in points})]
+          + ([mlm] if FLAGS.masked_lm else []) + ([arithmetic] if with_arithmetic else []))
   results["settings"] = {"model": study_model(), "steps": FLAGS.steps, "eval_at": eval_at,
                          "masked_lm": FLAGS.masked_lm,
-                         "mlm_steps": mlm_steps, "vocab_file": data["vocab_file"],
-                         "flops_ratio": ratio, "vocab_size": electra.vocab_size,
+                         "mlm_steps": mlm.steps, "vocab_file": data["vocab_file"],
+                         "flops_ratio": mlm.flops_ratio, "vocab_size": electra.vocab_size,
                          "task_text": FLAGS.task_text}
-  results["pretraining_runs"] = pretraining_runs(
-      electra, mlm if FLAGS.masked_lm else None, mlm_steps, work_dir)
-  pretrain(electra, eval_at, results, save)
-  if FLAGS.masked_lm:
-    pretrain(mlm, [mlm_steps[s] for s in eval_at], results, save)
+  if with_arithmetic:
+    results["settings"].update(arithmetic_mlm_steps=arithmetic.steps,
+                               arithmetic_flops_ratio=arithmetic.flops_ratio)
+  results["pretraining_runs"] = pretraining_runs(arms, work_dir)
+  for arm in arms:
+    pretrain(arm, eval_at, results, save)
   if "random_init_encoder" not in results:
     stats = encoder_stats(electra, None, data["heldout"])
     results["random_init_encoder"] = {"encoder_effective_rank": stats["effective_rank"],
                                       "encoder_mean_cosine": stats["mean_cosine"]}
     log(f"random initialisation: encoder effective rank {stats['effective_rank']:.1f}")
-  for config in (electra, mlm) if FLAGS.masked_lm else (electra,):
-    add_encoder_stats(config, data["heldout"], results, save)
+  for arm in arms:
+    add_encoder_stats(arm, data["heldout"], results, save)
 
   data_root = finetuning_data(work_dir / key)
   inits = {"random_init": None} if FLAGS.random_init else {}
   for step in sorted(int(s) for s in FLAGS.finetune_at):
-    inits[f"electra_{step}"] = str(work_dir / "pretraining" / "electra" / f"ckpt-{step}")
-    if FLAGS.masked_lm:
-      inits[f"mlm_{mlm_steps[step]}"] = str(
-          work_dir / "pretraining" / "mlm" / f"ckpt-{mlm_steps[step]}")
+    for arm in arms:
+      inits[f"{arm.name}_{arm.steps[step]}"] = os.path.join(arm.config.model_dir,
+                                                            f"ckpt-{arm.steps[step]}")
   for task in FLAGS.tasks:
     metric = TASK_METRIC[task]
     for init, checkpoint in inits.items():
