@@ -308,10 +308,6 @@ def test_statistics_rederived_independently_with_scipy():
   """A standalone re-derivation over the committed JSON, with scipy's own
   tests and none of learning_analysis: every run-as-unit comparison's
   difference, Welch p and exact permutation p, and the seeds' random side."""
-  def permutation(a, b):
-    return stats.permutation_test(
-        (a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-        permutation_type="independent", vectorized=True, n_resamples=np.inf).pvalue
   results = json.loads((STUDY_DIR / "full_labels" / "results.json").read_text())
   stored = {(c["task"], c["start"], c["against"]): c for c in results["analysis"]["comparisons"]}
   for (task, start, against), c in stored.items():
@@ -319,7 +315,7 @@ def test_statistics_rederived_independently_with_scipy():
              if s.rsplit("_seed", 1)[0] == group] for group in (start, against))
     assert c["difference"] == pytest.approx(np.mean(a) - np.mean(b))
     assert c["p"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    assert c["p_permutation"] == pytest.approx(permutation(a, b))
+    assert c["p_permutation"] == pytest.approx(_permutation(a, b))
   main = json.loads((STUDY_DIR / "large_corpus" / "results.json").read_text())
   seeds = json.loads((STUDY_DIR / la.SEEDS_STUDY / "analysis.json").read_text())["analysis"]
   for c in seeds["comparisons"]:
@@ -337,7 +333,66 @@ def test_statistics_rederived_independently_with_scipy():
       means.append(runs)
     assert c["difference"] == pytest.approx(np.mean(means[0]) - np.mean(means[1]))
     assert c["p"] == pytest.approx(stats.ttest_ind(*means, equal_var=False).pvalue)
-    assert c["p_permutation"] == pytest.approx(permutation(*means))
+    assert c["p_permutation"] == pytest.approx(_permutation(*means))
+  _rederive_decisive(STUDY_DIR / la.DECISIVE_STUDY)
+
+
+def _permutation(a, b, n_resamples=np.inf):
+  """scipy's two-sided permutation p of mean(a) - mean(b): exact, or over
+  n_resamples random splits (seeded)."""
+  return stats.permutation_test(
+      (a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+      permutation_type="independent", vectorized=True, n_resamples=n_resamples,
+      random_state=0).pvalue
+
+
+def _rederive_decisive(decisive):
+  """The decisive experiment's stored analysis against each arm's runs read
+  from the raw files: runs done, the interim's sd over the first 6 an arm, and
+  once in, each endpoint's test (scipy) and Holm over the two by hand."""
+  stored = json.loads((decisive / "analysis.json").read_text())["analysis"]
+  arms = {"electra": "electra_2000", "masked_lm": "mlm_3280",
+          "masked_lm_arithmetic": "mlm_arithmetic_2168"}
+  scores = {"labels100": {}, "full_labels": {}}
+  for path in decisive.glob("seed*/results.json"):
+    run = json.loads(path.read_text())
+    for arm, start in arms.items():
+      by_seed = run["finetuning_labels100"]["chunk"].get(start, {}).get("runs", {})
+      if len(by_seed) == 10:
+        scores["labels100"].setdefault(arm, {})[int(path.parent.name[4:])] = np.mean(
+            list(by_seed.values()))
+  full = json.loads((decisive / "full_labels" / "results.json").read_text())
+  for start, record in full["finetuning"]["chunk"].items():
+    if "dev" in record:
+      arm, seed = start.rsplit("_seed", 1)
+      scores["full_labels"].setdefault(arm, {})[int(seed)] = record["dev"]
+  for endpoint, by_arm in scores.items():
+    assert stored["runs_done"][endpoint] == {arm: len(runs) for arm, runs in by_arm.items()}
+    first = [[by_arm[arm][s] for s in sorted(by_arm[arm])[:6]]
+             for arm in ("electra", "masked_lm")]
+    assert stored["interim"]["endpoints"][endpoint]["pooled_sd"] == pytest.approx(
+        math.sqrt((np.var(first[0], ddof=1) + np.var(first[1], ddof=1)) / 2))
+  planned = stored["interim"]["runs_an_arm"]
+  for key, against in (("endpoints", "masked_lm"),
+                       ("arithmetic_endpoints", "masked_lm_arithmetic")):
+    if not stored.get(key):
+      continue
+    ps = []
+    for c in stored[key]:
+      by_arm = scores[c["endpoint"]]
+      a, b = ([by_arm[arm][s] for s in sorted(by_arm[arm])[:planned]]
+              for arm in ("electra", against))
+      welch = stats.ttest_ind(a, b, equal_var=False)
+      assert c["difference"] == pytest.approx(np.mean(a) - np.mean(b))
+      assert c["p"] == pytest.approx(welch.pvalue)
+      assert c["ci95"] == pytest.approx(list(welch.confidence_interval(0.95)))
+      # 12 against 12 has 2.7M splits; scipy's exact count takes about 30 s, so
+      # its Monte Carlo estimate over 100,000 of them (sd at most 0.0016) stands in.
+      assert c["p_permutation"] == pytest.approx(_permutation(a, b, 100_000), abs=0.01)
+      ps.append(c["p"])
+    holm = [min(1.0, 2 * min(ps)), 1.0]
+    holm[1] = max(holm[0], max(ps))
+    assert sorted(c["p_holm"] for c in stored[key]) == pytest.approx(holm)
 
 
 def test_seeds_take_the_pretraining_run_as_the_unit(tmp_path):
@@ -460,6 +515,8 @@ def test_decisive_experiment_shows_no_difference_before_it_is_complete(tmp_path)
         stats.ttest_ind(electra, arithmetic, equal_var=False).pvalue)
     assert against[endpoint]["difference"] == pytest.approx(np.mean(electra) - np.mean(arithmetic))
   assert both["endpoints"] == final["endpoints"]
+  (tmp_path / la.DECISIVE_STUDY / "analysis.json").write_text(json.dumps({"analysis": both}))
+  _rederive_decisive(tmp_path / la.DECISIVE_STUDY)
 
 
 def test_defect_checks_read_each_runs_curve(tmp_path):
