@@ -517,6 +517,13 @@ def test_decisive_experiment_shows_no_difference_before_it_is_complete(tmp_path)
   assert both["endpoints"] == final["endpoints"]
   (tmp_path / la.DECISIVE_STUDY / "analysis.json").write_text(json.dumps({"analysis": both}))
   _rederive_decisive(tmp_path / la.DECISIVE_STUDY)
+  # The figure: each arm's 12 runs as dots, per endpoint (full labels: score + 20).
+  drawn = la.decisive_figure(tmp_path, both, tmp_path / "decisive.png")
+  for endpoint, shift in (("full_labels", 20.0), ("labels100", 0.0)):
+    assert drawn[endpoint] == {
+        arm: pytest.approx([v + shift for v in values]) for arm, values in (
+            ("electra", electra), ("masked_lm", masked), (la.ARITHMETIC_ARM, arithmetic))}
+  assert (tmp_path / "decisive.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_defect_checks_read_each_runs_curve(tmp_path):

@@ -35,7 +35,8 @@ its selection set chose (analyse_full_labels).
 --write stores the analysis as `analysis` (and `pretraining_runs` where a
 results.json lacks them) in each results.json and rewrites the tables between
 `<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc (DOC_TABLES must be
-there; any other table may be); without it, the tool exits 1 if any stored
+there; any other table may be), and once the decisive experiment's endpoints are
+in, draws them (decisive/decisive.png, decisive_figure); without it, the tool exits 1 if any stored
 analysis or table differs from the recomputed one.
 """
 
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import json
 import math
 import pathlib
@@ -760,6 +760,60 @@ def decisive_table(analysis: Dict) -> str:
   return "\n".join(lines)
 
 
+# The decisive experiment's arms: name, pre-training steps (pre-registered), colour
+# (learning_study's figures').
+DECISIVE_ARMS = {"electra": ("ELECTRA", "2,000", "#3b75af"),
+                 "masked_lm": ("masked LM", "3,280", "#e07b39"),
+                 ARITHMETIC_ARM: ("masked LM", "2,168", "#59a14f")}
+
+
+def decisive_figure(study_dir: pathlib.Path, analysis: Dict, path: pathlib.Path
+                    ) -> Dict[str, Dict[str, List[float]]]:
+  """Once the endpoints are in: per endpoint, each arm's run scores as dots
+  with their mean and its 95% t interval, the tests in the panel's title, to
+  `path` (PNG). Returns {endpoint: {arm: the dots' scores, as drawn}}."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  scores = decisive_scores(study_dir)
+  runs = analysis["interim"]["runs_an_arm"]
+  tests = {(c["endpoint"], c["against"]): c
+           for c in analysis["endpoints"] + (analysis.get("arithmetic_endpoints") or [])}
+  figure, axes = pyplot.subplots(1, 2, figsize=(11, 4.2))
+  drawn: Dict[str, Dict[str, List[float]]] = {}
+  for axis, (endpoint, label) in zip(axes, (("full_labels", "full training set"),
+                                            ("labels100", "100 labels (mean of 10 seeds)"))):
+    arms = [arm for arm in DECISIVE_ARMS if len(scores[endpoint].get(arm, {})) >= runs]
+    drawn[endpoint] = {}
+    for x, arm in enumerate(arms):
+      values = [scores[endpoint][arm][seed] for seed in sorted(scores[endpoint][arm], key=int)[:runs]]
+      centre, sd = mean_sd(values)
+      half = float(stats.t.ppf(0.975, len(values) - 1)) * sd / math.sqrt(len(values))
+      jitter = [x + 0.3 * (i / (len(values) - 1) - 0.5) for i in range(len(values))]
+      dots, = axis.plot(jitter, values, "o", color=DECISIVE_ARMS[arm][2], markersize=4,
+                        alpha=0.8)
+      drawn[endpoint][arm] = [float(y) for y in dots.get_ydata()]
+      axis.errorbar([x], [centre], yerr=[half], fmt="_", color="black", markersize=30,
+                    capsize=6, linewidth=1.5)
+    axis.set_xticks(range(len(arms)))
+    axis.set_xticklabels([f"{DECISIVE_ARMS[arm][0]}\n{DECISIVE_ARMS[arm][1]} steps"
+                          for arm in arms], fontsize=9)
+    axis.set_xlim(-0.6, len(arms) - 0.4)
+    axis.set_ylabel("chunking dev F1")
+    axis.grid(axis="y", alpha=0.3)
+    axis.set_title(f"{label}\n" + "\n".join(
+        f"ELECTRA − masked LM ({DECISIVE_ARMS[against][1]}): "
+        f"{fmt_diff(tests[endpoint, against])}, Holm p {fmt_p(tests[endpoint, against]['p_holm'])}"
+        for against in arms[1:] if (endpoint, against) in tests), fontsize=8)
+  figure.suptitle(f"The decisive experiment: {runs} pre-training runs an arm, each a dot "
+                  "(bars: mean, 95% interval)", fontsize=10)
+  figure.tight_layout()
+  figure.savefig(path, dpi=80)
+  pyplot.close(figure)
+  return drawn
+
+
 DEFECT_STUDY = "defect_checks"
 
 
@@ -1207,6 +1261,9 @@ def main() -> int:
   stale += [f"{doc}: table {name} missing" for name in DOC_TABLES if name not in documented]
   if FLAGS.write:
     doc.write_text(rewrite_doc(text, tables), encoding="utf-8")
+    if (analyses.get(DECISIVE_STUDY) or {}).get("endpoints"):
+      decisive_figure(study_dir, analyses[DECISIVE_STUDY],
+                      study_dir / DECISIVE_STUDY / "decisive.png")
     for line in stale:
       print(f"updated: {line}")
     return 0
