@@ -52,9 +52,10 @@ the scores are the same); each score is kept beside it as
 selection_metrics.json and dev_metrics.json. Rerunning the
 same command skips the finished runs (a start that has run them all needs its
 checkpoint no more: a study dir may be restored from its results.json); more
---study_dirs or --random_init_seeds add starts; more --learning_rates (the recorded ones and others) add runs to
-every start, whose choice is then made again over all its rates (until they
-have run, a start has none); other settings are refused.
+--study_dirs or --random_init_seeds add starts; more --learning_rates (the
+recorded ones and others) add runs to every start, whose choice is then made
+again over all its rates (until they have run, a start has none); other
+settings are refused.
 
 work_dir/results.json: settings (the rule and its values), pretraining_runs
 (objective, seed, steps, absolute checkpoint, study_dir), named_starts (the

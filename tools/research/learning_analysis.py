@@ -36,8 +36,8 @@ its selection set chose (analyse_full_labels).
 results.json lacks them) in each results.json and rewrites the tables between
 `<!-- analysis:NAME -->` and `<!-- /analysis -->` in --doc (DOC_TABLES must be
 there; any other table may be), and once the decisive experiment's endpoints are
-in, draws them (decisive/decisive.png, decisive_figure); without it, the tool exits 1 if any stored
-analysis or table differs from the recomputed one.
+in, draws them (decisive/decisive.png, decisive_figure); without it, the tool
+exits 1 if any stored analysis or table differs from the recomputed one.
 """
 
 from __future__ import annotations
@@ -787,7 +787,8 @@ def decisive_figure(study_dir: pathlib.Path, analysis: Dict, path: pathlib.Path
     arms = [arm for arm in DECISIVE_ARMS if len(scores[endpoint].get(arm, {})) >= runs]
     drawn[endpoint] = {}
     for x, arm in enumerate(arms):
-      values = [scores[endpoint][arm][seed] for seed in sorted(scores[endpoint][arm], key=int)[:runs]]
+      by_seed = scores[endpoint][arm]
+      values = [by_seed[seed] for seed in sorted(by_seed, key=int)[:runs]]
       centre, sd = mean_sd(values)
       half = float(stats.t.ppf(0.975, len(values) - 1)) * sd / math.sqrt(len(values))
       jitter = [x + 0.3 * (i / (len(values) - 1) - 0.5) for i in range(len(values))]
