@@ -680,14 +680,18 @@ def decisive_scores(study_dir: pathlib.Path) -> Dict[str, Dict[str, Dict[str, fl
   return scores
 
 
+def first_runs(by_seed: Dict[str, float], runs: int) -> List[float]:
+  """The scores of an arm's first `runs` pre-training seeds (by seed number)."""
+  return [by_seed[seed] for seed in sorted(by_seed, key=int)[:runs]]
+
+
 def decisive_comparisons(scores: Dict[str, Dict[str, Dict[str, float]]], against: str,
                          runs: int) -> List[Dict]:
   """ELECTRA − `against` on each endpoint over the first `runs` seeds of each
   arm: Welch with an exact permutation p, Holm over the endpoints."""
   comparisons = []
   for endpoint, arms in scores.items():
-    values = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:runs]]
-              for o in ("electra", against)]
+    values = [first_runs(arms[o], runs) for o in ("electra", against)]
     comparisons.append({"endpoint": endpoint, "start": "electra", "against": against,
                         **runs_compared(*values)})
   holm_both(comparisons)
@@ -715,8 +719,7 @@ def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
   if min(primary) >= DECISIVE_INTERIM:
     interim = {}
     for endpoint, arms in scores.items():
-      first = [[arms[o][seed] for seed in sorted(arms[o], key=int)[:DECISIVE_INTERIM]]
-               for o in ("electra", "masked_lm")]
+      first = [first_runs(arms[o], DECISIVE_INTERIM) for o in ("electra", "masked_lm")]
       pooled = math.sqrt(sum(mean_sd(values)[1] ** 2 for values in first) / 2)
       interim[endpoint] = {"pooled_sd": pooled, "runs_needed": runs_needed(
           pooled, pooled, DECISIVE_DIFFERENCES[endpoint], DECISIVE_ALPHA, DECISIVE_RUNS,
@@ -787,8 +790,7 @@ def decisive_figure(study_dir: pathlib.Path, analysis: Dict, path: pathlib.Path
     arms = [arm for arm in DECISIVE_ARMS if len(scores[endpoint].get(arm, {})) >= runs]
     drawn[endpoint] = {}
     for x, arm in enumerate(arms):
-      by_seed = scores[endpoint][arm]
-      values = [by_seed[seed] for seed in sorted(by_seed, key=int)[:runs]]
+      values = first_runs(scores[endpoint][arm], runs)
       centre, sd = mean_sd(values)
       half = float(stats.t.ppf(0.975, len(values) - 1)) * sd / math.sqrt(len(values))
       jitter = [x + 0.3 * (i / (len(values) - 1) - 0.5) for i in range(len(values))]
