@@ -931,7 +931,8 @@ def analyse_representations(results: Dict, data_dir: pathlib.Path) -> Dict:
 
 def representation_tables(analysis: Dict) -> str:
   """The probe per layer (mean ± sd over runs), the final layer's spread
-  statistics, and the final layer's comparisons."""
+  statistics on held-out text and chunking dev (SST-2's and CoLA's stay in
+  the results file), and the final layer's comparisons."""
   groups = [g for g in ("random_init", "electra", "masked_lm")
             if g in analysis["probe"]["0"]["sst"]]
   runs = ", ".join(f"{GROUP_NAMES[g]} {analysis['probe']['0']['sst'][g]['n']}" for g in groups)
@@ -947,8 +948,7 @@ def representation_tables(analysis: Dict) -> str:
   lines.append(f"| trivial baseline on the same examples ({BASELINE_NAMES}) | " + " | ".join(
       baseline_cell(t, analysis["baselines"][t]) if g == groups[0] else ""
       for t in REPRESENTATION_TASKS for g in groups) + " |")
-  sets = {"heldout": "held-out text", "sst_dev": "SST-2 dev", "cola_dev": "CoLA dev",
-          "chunk_dev": "chunking dev"}
+  sets = {"heldout": "held-out text", "chunk_dev": "chunking dev"}
   lines += ["", f"| final layer (layer {analysis['final_layer']}), token vectors | "
             + " | ".join(REPRESENTATION_STATS) + " |",
             "|---|" + "---|" * len(REPRESENTATION_STATS)]
@@ -1171,7 +1171,7 @@ def seeds_pretraining_table(evals: Sequence[Dict]) -> str:
 # The tables learning.md shows, one a readout (the others are in each
 # results.json's analysis).
 DOC_TABLES = ("large_corpus_seeds", "budget_400_steps/finetuning", FULL_LABELS_STUDY,
-              REPRESENTATION_STUDY, DEFECT_STUDY)
+              DECISIVE_STUDY, REPRESENTATION_STUDY, DEFECT_STUDY)
 TABLE_BLOCK = re.compile(r"<!-- analysis:(\S+) -->\n(.*?)<!-- /analysis -->", re.S)
 
 
