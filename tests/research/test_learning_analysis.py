@@ -121,6 +121,27 @@ def test_decisive_power_figures_are_the_committed_sds():
           f"{figures[('full', 0.05)]:.2f} and {figures[('labels100', 0.05)]:.2f} at 0.05") in text
 
 
+DECISIVE_LABELS = {"full_labels": "full labels", "labels100": "100 labels"}
+
+
+def test_decisive_figures_quoted_are_the_committed_ones():
+  """The README and learning.md's summary quote the decisive experiment as its
+  analysis.json holds it: the runs done until every run is in (and no
+  difference), then each endpoint's difference, interval and Holm p (the
+  summary with Welch's p and the permutation p beside)."""
+  stored = json.loads((STUDY_DIR / la.DECISIVE_STUDY / "analysis.json").read_text())["analysis"]
+  summary, section = _flat(_summary()), _flat(_readme_section())
+  if not stored["endpoints"]:
+    done = min(n for arms in stored["runs_done"].values() for n in arms.values())
+    assert f"({done} of {la.DECISIVE_RUNS} runs a side done)" in section
+    return
+  for c in stored["endpoints"]:
+    label, cell = DECISIVE_LABELS[c["endpoint"]], _cell(c)
+    assert f"{label} {cell} F1 (Holm {la.fmt_p(c['p_holm'])})" in section
+    assert (f"{label} {cell} F1 (Welch p {la.fmt_p(c['p'])}, Holm {la.fmt_p(c['p_holm'])}; "
+            f"exact permutation p {la.fmt_p(c['p_permutation'])})") in summary
+
+
 def test_most_frequent_tag_baseline_on_a_hand_made_sample():
   train = [(["the", "dog", "runs"], ["B-NP", "I-NP", "B-VP"]),
            (["the", "cat"], ["B-NP", "I-NP"]),
