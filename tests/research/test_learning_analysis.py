@@ -389,6 +389,8 @@ def _rederive_decisive(decisive):
       scores["full_labels"].setdefault(arm, {})[int(seed)] = record["dev"]
   for endpoint, by_arm in scores.items():
     assert stored["runs_done"][endpoint] == {arm: len(runs) for arm, runs in by_arm.items()}
+    assert stored["scores"][endpoint] == {arm: pytest.approx({str(s): v for s, v in runs.items()})
+                                          for arm, runs in by_arm.items()}
     first = [[by_arm[arm][s] for s in sorted(by_arm[arm])[:6]]
              for arm in ("electra", "masked_lm")]
     assert stored["interim"]["endpoints"][endpoint]["pooled_sd"] == pytest.approx(

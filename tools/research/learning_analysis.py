@@ -700,7 +700,8 @@ def decisive_comparisons(scores: Dict[str, Dict[str, Dict[str, float]]], against
 
 def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
   """The decisive experiment as pre-registered. Runs done per endpoint and
-  arm; from DECISIVE_INTERIM runs an arm on every endpoint, the interim: each
+  arm, and every run's score (decisive_scores, so that one file holds them
+  all); from DECISIVE_INTERIM runs an arm on every endpoint, the interim: each
   endpoint's sd within arms (the arms' variances pooled; no mean, no
   difference) and the runs an arm that give 80% power for its
   DECISIVE_DIFFERENCES at DECISIVE_ALPHA (the largest over the endpoints,
@@ -714,7 +715,7 @@ def analyse_decisive(study_dir: pathlib.Path) -> Optional[Dict]:
           for endpoint, arms in scores.items()}
   if not any(n for arms in done.values() for n in arms.values()):
     return None
-  out: Dict = {"runs_done": done, "interim": None, "endpoints": None}
+  out: Dict = {"runs_done": done, "scores": scores, "interim": None, "endpoints": None}
   primary = [done[endpoint][o] for endpoint in done for o in ("electra", "masked_lm")]
   if min(primary) >= DECISIVE_INTERIM:
     interim = {}
