@@ -32,6 +32,13 @@ def _summary() -> str:
   return _read(LEARNING_MD).split("\n## The decisive experiment")[0]
 
 
+def test_the_write_up_stays_a_page_a_reader_finishes():
+  """Issue 52's bounds: learning.md at most 400 lines, the README's section at
+  most 15 under its heading."""
+  assert len(_read(LEARNING_MD).splitlines()) <= 400
+  assert len(_readme_section().strip().splitlines()) <= 15
+
+
 def test_welch_matches_scipy_and_its_interval_holds_the_difference():
   a, b = [60.0, 61.5, 58.0, 62.5], [56.0, 57.0, 55.5]
   result = la.welch(a, b)
@@ -128,7 +135,8 @@ def test_decisive_figures_quoted_are_the_committed_ones():
   """The README and learning.md's summary quote the decisive experiment as its
   analysis.json holds it: the runs done until every run is in (and no
   difference), then each endpoint's difference, interval and Holm p (the
-  summary with Welch's p and the permutation p beside)."""
+  summary with Welch's p and the permutation p beside); the same for the arm
+  matched on arithmetic once it has a run."""
   stored = json.loads((STUDY_DIR / la.DECISIVE_STUDY / "analysis.json").read_text())["analysis"]
   summary, section = _flat(_summary()), _flat(_readme_section())
   if not stored["endpoints"]:
@@ -140,6 +148,10 @@ def test_decisive_figures_quoted_are_the_committed_ones():
     assert f"{label} {cell} F1 (Holm {la.fmt_p(c['p_holm'])})" in section
     assert (f"{label} {cell} F1 (Welch p {la.fmt_p(c['p'])}, Holm {la.fmt_p(c['p_holm'])}; "
             f"exact permutation p {la.fmt_p(c['p_permutation'])})") in summary
+  arm = [arms.get(la.ARITHMETIC_ARM, 0) for arms in stored["runs_done"].values()]
+  if any(arm) and not stored.get("arithmetic_endpoints"):
+    for text in (section, summary):
+      assert f"({min(arm)} of {la.DECISIVE_RUNS} runs in)" in text
 
 
 def test_most_frequent_tag_baseline_on_a_hand_made_sample():
