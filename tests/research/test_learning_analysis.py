@@ -679,3 +679,31 @@ def test_residue_paragraph_quotes_its_files():
   gap = np.mean(curves["ours"]) - np.mean(all_official)
   assert (f"8 official runs against our 5 differ by +{gap:.3f} (exact p "
           f"{la.permutation_p(curves['ours'], all_official):.3f}") in text
+
+
+def test_replay_figures_are_replay_json():
+  """The replay's quoted figures, recomputed from replay.json's per-step curves:
+  fed the official draws (and the official lr) our losses are within 3e-6 of
+  the official at every step, at dropout 0 and 0.1; the step-1 gradients within
+  4e-7 per group; the generator's norm ratio 1.0000 in both windows; with our
+  own lr, +0.001 nats over 101-200."""
+  text = " ".join(_read(LEARNING_MD).split())
+  replay = json.loads(_read(STUDY_DIR / "residue" / "replay.json"))
+  dropout0, dropout01 = replay["curves"]["dropout 0"], replay["curves"]["dropout 0.1"]
+  pairs = [(dropout0["official"], dropout0["ours, the official run's lr fed in"]),
+           (dropout01["official"], next(v for k, v in dropout01.items() if k != "official"))]
+  worst = 0.0
+  for official, ours in pairs:
+    assert ours["labels_match_official_every_step"] and ours["sampled_match_every_step"]
+    assert len(ours["mlm_loss"]) == len(official["mlm_loss"]) == 200
+    for loss in ("mlm_loss", "disc_loss"):
+      worst = max(worst, float(np.max(np.abs(np.subtract(ours[loss], official[loss])))))
+    for window in (slice(0, 100), slice(100, 200)):
+      ratio = (np.mean(ours["group_norms"]["generator"][window])
+               / np.mean(official["group_norms"]["generator"][window]))
+      assert f"{ratio:.4f}" == "1.0000"
+  assert worst < 3e-6 and "gives its losses to 3e-6" in text
+  by_group = replay["comparisons"]["dropout 0"]["grads_ours"]["by_group"]
+  assert max(by_group.values()) < 4e-7 and "step-1 gradients within 4e-7 in every group" in text
+  own = np.mean(dropout0["ours"]["mlm_loss"][100:]) - np.mean(dropout0["official"]["mlm_loss"][100:])
+  assert f"+{own:.3f} nats at 101-200" in text and "(generator norm ratio 1.0000)" in text
