@@ -1,5 +1,6 @@
 """Official ELECTRA (google-research/electra @8a46635; $OFFICIAL: a checkout of it)
-trained from the official_trajectory fixture's step-0 weights, recording every draw.
+trained from the official_trajectory fixture's step-0 weights, recording every draw
+(--records: on a given record order, e.g. our pipeline's, saved by order_record.py).
 
 usage: OFFICIAL=<checkout> python docs/learning_study/residue/replay_official.py --out=$D/official \
            [--steps=200] [--seed=1234] [--dropout=0.0] [--record_dropout]
@@ -45,6 +46,9 @@ parser.add_argument("--out", required=True)
 parser.add_argument("--steps", type=int, default=200)
 parser.add_argument("--seed", type=int, default=1234)
 parser.add_argument("--dropout", type=float, default=0.0)
+parser.add_argument("--records", default=None,
+                    help="npz of input_ids/input_mask/segment_ids in read order (order_record.py "
+                         "--save_dir) instead of the fixture's records in file order")
 parser.add_argument("--record_dropout", action="store_true",
                     help="also record every dropout keep mask (<out>/masks/step<k>.npz, bit-packed)")
 args = parser.parse_args()
@@ -87,6 +91,10 @@ def read_records(n):
 g = tf.Graph()
 with g.as_default():
   records, files = read_records(args.steps * B)
+if args.records:
+  loaded = np.load(args.records)
+  records = {k: loaded[k][:args.steps * B].astype(np.int32) for k in records}
+  files = [args.records]
 assert records["input_ids"].shape[0] == args.steps * B, records["input_ids"].shape
 
 # ------------------------------------------------------------------ capture shims
