@@ -99,19 +99,20 @@ assert records["input_ids"].shape[0] == args.steps * B, records["input_ids"].sha
 
 # ------------------------------------------------------------------ capture shims
 captured = {}
-_mask = pretrain_helpers.mask
-def capturing_mask(*a, **k):
-  out = _mask(*a, **k)
-  captured["masked"] = out
-  return out
-pretrain_helpers.mask = capturing_mask
 
-_sample = pretrain_helpers.sample_from_softmax
-def capturing_sample(*a, **k):
-  out = _sample(*a, **k)
-  captured["sampled_onehot"] = out
-  return out
-pretrain_helpers.sample_from_softmax = capturing_sample
+
+def capture(owner, name, key):
+  """Wraps owner.name so that its output is also kept as captured[key]."""
+  original = getattr(owner, name)
+
+  def capturing(*a, **k):
+    captured[key] = out = original(*a, **k)
+    return out
+  setattr(owner, name, capturing)
+
+
+capture(pretrain_helpers, "mask", "masked")
+capture(pretrain_helpers, "sample_from_softmax", "sampled_onehot")
 
 _disc = run_pretraining.PretrainingModel._get_discriminator_output
 def capturing_disc(self, *a, **k):
