@@ -2,9 +2,9 @@
 data-order explanation): ours (electra_tf.pretrain.data.get_dataset, seeds) vs the
 official pretrain_data.get_input_fn (TF1 graph, tf.set_random_seed(seed), sloppy).
 
-usage: python docs/learning_study/residue/order_record.py --side=ours --seeds 1 2 3 4 5 \
+usage: python docs/learning_study/residue/order_record.py --side=ours --seeds=1,2,3,4,5 \
            --out=$D/order_ours.json
-       python docs/learning_study/residue/order_record.py --side=official --seeds 1 2 3 4 5 \
+       python docs/learning_study/residue/order_record.py --side=official --seeds=1,2,3,4,5 \
            --out=$D/order_official.json
 
 Each example of the first 200 batches of 32 is identified with its record (file, index
@@ -15,7 +15,6 @@ records, the epoch-fraction covered, and batch locality: the mean over batches o
 within-batch std of the records' position in their file, and the mean number of
 distinct 'blocks' of 32 consecutive file records a batch draws from.
 """
-import argparse
 import glob
 import hashlib
 import json
@@ -24,17 +23,19 @@ import sys
 import types
 
 import numpy as np
+from absl import flags
 
 FIXTURE = os.environ.get("FIX", "../shared/fixtures/official_trajectory")
-parser = argparse.ArgumentParser()
-parser.add_argument("--side", choices=["ours", "official"], required=True)
-parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-parser.add_argument("--steps", type=int, default=200)
-parser.add_argument("--out", required=True)
-parser.add_argument("--save_dir", default=None,
-                    help="also save each seed's records in read order to <save_dir>/order_<side>_s<seed>.npz "
-                         "(input_ids, input_mask, segment_ids [steps*32, 128]) for replay_official.py --records")
-args = parser.parse_args()
+flags.DEFINE_enum("side", None, ["ours", "official"], "whose input pipeline")
+flags.DEFINE_list("seeds", ["1", "2", "3", "4", "5"], "seeds, comma-separated")
+flags.DEFINE_integer("steps", 200, "steps (batches of 32) read")
+flags.DEFINE_string("out", None, "the JSON written")
+flags.DEFINE_string("save_dir", None,
+                    "also save each seed's records in read order to <save_dir>/order_<side>_s<seed>.npz "
+                    "(input_ids, input_mask, segment_ids [steps*32, 128]) for replay_official.py --records")
+flags.mark_flags_as_required(["side", "out"])
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 B, S = 32, 128
 files = sorted(glob.glob(os.path.join(FIXTURE, "data", "pretrain_data.tfrecord*")))
 
@@ -99,7 +100,7 @@ if args.side == "ours":
   table = index_records(lambda p: (tf.io.parse_single_example(r, spec)["input_ids"].numpy()
                                    for r in tf.data.TFRecordDataset(p)))
   n_per_file = [sum(1 for v in table.values() if v[0] == k) for k in (0, 1)]
-  for seed in args.seeds:
+  for seed in map(int, args.seeds):
     ds = pretrain_data.get_dataset(os.path.join(FIXTURE, "data", "pretrain_data.tfrecord*"),
                                    batch_size=B, max_seq_length=S, max_predictions_per_seq=19,
                                    mask_prob=0.15, special=special, is_training=True, seed=seed)
@@ -149,7 +150,7 @@ else:
       model_hparam_overrides=hp["model_hparam_overrides"],
       vocab_file=os.environ.get("VOCAB", "../shared/data/vocab/bert_uncased_vocab.txt"), **kw)
   config.pretrain_tfrecords = os.path.join(FIXTURE, "data", "pretrain_data.tfrecord*")
-  for seed in args.seeds:
+  for seed in map(int, args.seeds):
     g = tf.Graph()
     with g.as_default():
       tf.set_random_seed(seed)

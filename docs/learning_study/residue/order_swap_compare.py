@@ -5,12 +5,14 @@ official code) and the fixture's official runs.
 
 usage: D=<work dir> python docs/learning_study/residue/order_swap_compare.py [--json out/swap_results.json]
 """
-import argparse, itertools, json, os
+import itertools, json, os, sys
+
+from absl import flags
 import numpy as np
 HERE = os.environ["D"]  # the runs: $D/out/<run>/curves.json
-parser = argparse.ArgumentParser()
-parser.add_argument("--json", default=os.path.join(HERE, "out", "swap_results.json"))
-args = parser.parse_args()
+flags.DEFINE_string("json", os.path.join(HERE, "out", "swap_results.json"), "the JSON written")
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 W = {"1-100": (1, 100), "101-150": (101, 150), "151-200": (151, 200), "101-200": (101, 200)}
 M = ("mlm_loss", "disc_loss")
 

@@ -5,12 +5,14 @@ fixture's shuffled runs (official_curves.json).
 
 usage: D=<work dir> python docs/learning_study/residue/pipeline_order_compare.py [--json out/pipeline_results.json]
 """
-import argparse, itertools, json, os
+import itertools, json, os, sys
+
+from absl import flags
 import numpy as np
 HERE = os.environ["D"]  # the runs: $D/out/<run>/curves.json
-parser = argparse.ArgumentParser()
-parser.add_argument("--json", default=os.path.join(HERE, "out", "pipeline_results.json"))
-args = parser.parse_args()
+flags.DEFINE_string("json", os.path.join(HERE, "out", "pipeline_results.json"), "the JSON written")
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 W = {"1-100": (1, 100), "101-150": (101, 150), "151-200": (151, 200), "101-200": (101, 200)}
 order = json.load(open(os.path.join(HERE, "out", "order_ours.json")))["per_seed"]
 fixture = json.load(open(os.path.join(os.environ.get("FIX", "../shared/fixtures/official_trajectory"), "official_curves.json")))["runs"]

@@ -9,19 +9,21 @@ window means of both sides, per-group gradient-norm ratios by window, the lr of 
 sides where they differ, the first step whose losses differ by more than float32 noise,
 and the official fixture's runs (dropout 0.1) for context.
 """
-import argparse
 import json
+import sys
 import os
 
 import numpy as np
+from absl import flags
 
 FIXTURE = os.environ.get("FIX", "../shared/fixtures/official_trajectory")
-parser = argparse.ArgumentParser()
-parser.add_argument("--official", required=True)
-parser.add_argument("--ours", required=True)
-parser.add_argument("--ours2", default=None, help="a second replay of ours (e.g. forced lr)")
-parser.add_argument("--json", default=None)
-args = parser.parse_args()
+flags.DEFINE_string("official", None, "replay_official.py's output folder")
+flags.DEFINE_string("ours", None, "replay_ours.py's output folder")
+flags.DEFINE_string("ours2", None, "a second replay of ours (e.g. forced lr)")
+flags.DEFINE_string("json", None, "also write the summary here")
+flags.mark_flags_as_required(["official", "ours"])
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 
 GROUPS = ("shared_embeddings", "generator", "discriminator")
 

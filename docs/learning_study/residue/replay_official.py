@@ -27,7 +27,6 @@ by TF1 name).  --record_dropout (with --dropout > 0): every dropout keep mask of
 step (the bool input of tf.nn.dropout's final where; captured, not recomputed) to
 <out>/masks/step<k>.npz, bit-packed, in call order; their shapes in curves.json.
 """
-import argparse
 import glob
 import json
 import os
@@ -41,17 +40,19 @@ OFFICIAL = os.environ["OFFICIAL"]
 FIXTURE = os.environ.get("FIX", "../shared/fixtures/official_trajectory")
 VOCAB = os.environ.get("VOCAB", "../shared/data/vocab/bert_uncased_vocab.txt")
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--out", required=True)
-parser.add_argument("--steps", type=int, default=200)
-parser.add_argument("--seed", type=int, default=1234)
-parser.add_argument("--dropout", type=float, default=0.0)
-parser.add_argument("--records", default=None,
-                    help="npz of input_ids/input_mask/segment_ids in read order (order_record.py "
-                         "--save_dir) instead of the fixture's records in file order")
-parser.add_argument("--record_dropout", action="store_true",
-                    help="also record every dropout keep mask (<out>/masks/step<k>.npz, bit-packed)")
-args = parser.parse_args()
+from absl import flags  # noqa: E402
+flags.DEFINE_string("out", None, "output folder")
+flags.DEFINE_integer("steps", 200, "training steps")
+flags.DEFINE_integer("seed", 1234, "graph-level random seed")
+flags.DEFINE_float("dropout", 0.0, "hidden and attention dropout")
+flags.DEFINE_string("records", None,
+                    "npz of input_ids/input_mask/segment_ids in read order (order_record.py "
+                    "--save_dir) instead of the fixture's records in file order")
+flags.DEFINE_bool("record_dropout", False,
+                  "also record every dropout keep mask (<out>/masks/step<k>.npz, bit-packed)")
+flags.mark_flag_as_required("out")
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 
 # tf.compat.v1.layers (tf.layers.dense in the official code) needs Keras 2 (tf_keras).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -248,7 +249,7 @@ np.savez(os.path.join(args.out, "draws.npz"),
          segment_ids=records["segment_ids"][:args.steps * B].reshape(args.steps, B, S),
          **{k: np.stack(v) for k, v in draws.items()})
 json.dump({"what": "official code replay driver " + os.path.abspath(__file__),
-           "args": vars(args), "files": files, "variable_names": names,
+           "args": {f.name: f.value for f in args.get_key_flags_for_module(sys.argv[0])}, "files": files, "variable_names": names,
            "gradient_kinds": dict(zip(names, kinds)), "steps": steps,
            "mask_shapes": mask_shapes, "mask_names": mask_names,
            "seconds": time.time() - t0},

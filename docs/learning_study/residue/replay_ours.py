@@ -23,8 +23,8 @@ per-step lr instead of ours.
 Writes <out>/curves.json (as the official driver's) and <out>/grads_step1.npz (every
 variable's dense pre-clip gradient at step 1, by TF1 name).
 """
-import argparse
 import json
+import sys
 import os
 import pathlib
 import time
@@ -37,19 +37,21 @@ from electra_tf import optimization
 from electra_tf.modeling import objectives
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
+from absl import flags
 
 FIXTURE = pathlib.Path(os.environ.get("FIX", "../shared/fixtures/official_trajectory"))
 VOCAB = os.environ.get("VOCAB", "../shared/data/vocab/bert_uncased_vocab.txt")
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--official", required=True)
-parser.add_argument("--out", required=True)
-parser.add_argument("--steps", type=int, default=200)
-parser.add_argument("--force_official_lr", action="store_true")
-parser.add_argument("--dropout", type=float, default=0.0,
-                    help="hidden and attention dropout; > 0 needs the official run's recorded "
-                         "keep masks (official_replay.py --record_dropout), which replace ours")
-args = parser.parse_args()
+flags.DEFINE_string("official", None, "replay_official.py's output folder")
+flags.DEFINE_string("out", None, "output folder")
+flags.DEFINE_integer("steps", 200, "training steps")
+flags.DEFINE_bool("force_official_lr", False, "(diagnostic) the official run's per-step lr")
+flags.DEFINE_float("dropout", 0.0,
+                   "hidden and attention dropout; > 0 needs the official run's recorded "
+                   "keep masks (replay_official.py --record_dropout), which replace ours")
+flags.mark_flags_as_required(["official", "out"])
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 
 draws = dict(np.load(os.path.join(args.official, "draws.npz")))
 official_curves = json.load(open(os.path.join(args.official, "curves.json")))
@@ -223,7 +225,7 @@ for step in range(1, args.steps + 1):
           f"lr {row['lr']:.3e} gn {row['grad_norm']:.4f} labels {labels_ok} "
           f"({time.time() - t0:.0f}s)", flush=True)
 
-json.dump({"what": "our replay " + os.path.abspath(__file__), "args": vars(args),
+json.dump({"what": "our replay " + os.path.abspath(__file__), "args": {f.name: f.value for f in args.get_key_flags_for_module(sys.argv[0])},
            "variable_names": names, "steps": steps, "seconds": time.time() - t0},
           open(os.path.join(args.out, "curves.json"), "w"))
 print("done", time.time() - t0)

@@ -1,7 +1,7 @@
 """Window means, exact permutation tests and per-step mean curves: official vs ours, same
 record order, each side its own randomness.
 
-usage: D=<work dir> python docs/learning_study/residue/same_order_compare.py [--official out/official_s1 ...] [--ours out/ours_s1 ...] \
+usage: D=<work dir> python docs/learning_study/residue/same_order_compare.py [--official=DIR,DIR,...] [--ours=DIR,DIR,...] \
            [--extra_official $D/official_dropout0.1] [--json out/results.json]
            [--ours_label ours]
 
@@ -11,26 +11,27 @@ the same seed with the same masks and samples, so it is not an independent run a
 left out).  Tests: exact two-sided permutation p of the difference of means (ours -
 official), over all splits: C(10,5)=252 for 5 vs 5, C(11,5)=462 with the extra run.
 """
-import argparse
 import datetime
 import itertools
 import json
+import sys
 import os
 import subprocess
 
 import numpy as np
+from absl import flags
 
 HERE = os.environ["D"]  # the runs: $D/out/<run>/curves.json
-parser = argparse.ArgumentParser()
-parser.add_argument("--official", nargs="+",
-                    default=[os.path.join(HERE, "out", f"official_s{s}") for s in range(1, 6)])
-parser.add_argument("--ours", nargs="+",
-                    default=[os.path.join(HERE, "out", f"ours_s{s}") for s in range(1, 6)])
-parser.add_argument("--extra_official", nargs="*",
-                    default=["$D/official_dropout0.1"])
-parser.add_argument("--json", default=os.path.join(HERE, "out", "results.json"))
-parser.add_argument("--ours_label", default="ours")
-args = parser.parse_args()
+flags.DEFINE_list("official", [os.path.join(HERE, "out", f"official_s{s}") for s in range(1, 6)],
+                  "official run folders, comma-separated")
+flags.DEFINE_list("ours", [os.path.join(HERE, "out", f"ours_s{s}") for s in range(1, 6)],
+                  "our run folders, comma-separated")
+flags.DEFINE_list("extra_official", [os.path.join(HERE, "out", "official_dropout0.1")],
+                  "official runs not independent of --official's, shown apart")
+flags.DEFINE_string("json", os.path.join(HERE, "out", "results.json"), "the JSON written")
+flags.DEFINE_string("ours_label", "ours", "our side's name in the tables")
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 
 WINDOWS = {"1-100": (1, 100), "101-150": (101, 150), "151-200": (151, 200),
            "101-200": (101, 200)}

@@ -27,9 +27,9 @@ sampler and dropout stay ours.
 Writes <out>/curves.json: per step mlm_loss, disc_loss, loss, lr, fake_frac (replaced
 real tokens / real tokens), n_masked (sum of masked_lm_weights).
 """
-import argparse
 import glob
 import json
+import sys
 import os
 import pathlib
 import time
@@ -42,22 +42,24 @@ from electra_tf import optimization
 from electra_tf.pretrain import data as pretrain_data
 from electra_tf.pretrain.config import PretrainingConfig
 from electra_tf.pretrain.job import PretrainingJob
+from absl import flags
 
 FIXTURE = pathlib.Path(os.environ.get("FIX", "../shared/fixtures/official_trajectory"))
 VOCAB = os.environ.get("VOCAB", "../shared/data/vocab/bert_uncased_vocab.txt")
 REFERENCE_ORDER = os.environ.get("REFERENCE_DRAWS", "")  # replay_official.py's records
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--seed", type=int, required=True)
-parser.add_argument("--out", required=True)
-parser.add_argument("--steps", type=int, default=200)
-parser.add_argument("--dropout", type=float, default=0.1)
-parser.add_argument("--pipeline", action="store_true",
-                    help="(context) feed our own training pipeline's batches instead "
-                         "(get_dataset via job._pipeline(True, 32), seed --seed): our normal run")
-parser.add_argument("--masks_from", default=None,
-                    help="official run dir whose draws.npz masks replace ours (bisection)")
-args = parser.parse_args()
+flags.DEFINE_integer("seed", None, "our job's seed (masks, samples, dropout)")
+flags.DEFINE_string("out", None, "output folder")
+flags.DEFINE_integer("steps", 200, "training steps")
+flags.DEFINE_float("dropout", 0.1, "hidden and attention dropout")
+flags.DEFINE_bool("pipeline", False,
+                  "(context) feed our own training pipeline's batches instead "
+                  "(get_dataset via job._pipeline(True, 32), seed --seed): our normal run")
+flags.DEFINE_string("masks_from", None,
+                    "official run dir whose draws.npz masks replace ours (bisection)")
+flags.mark_flags_as_required(["seed", "out"])
+flags.FLAGS(sys.argv)
+args = flags.FLAGS
 
 B = 32
 hparams = json.loads((FIXTURE / "hparams.json").read_text())
@@ -189,6 +191,6 @@ for step in range(1, args.steps + 1):
           flush=True)
 
 json.dump({"what": "ours, fixed record order, own randomness " + os.path.abspath(__file__),
-           "args": vars(args), "files": files, "steps": steps, "seconds": time.time() - t0},
+           "args": {f.name: f.value for f in args.get_key_flags_for_module(sys.argv[0])}, "files": files, "steps": steps, "seconds": time.time() - t0},
           open(os.path.join(args.out, "curves.json"), "w"))
 print("done", time.time() - t0)
