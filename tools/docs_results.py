@@ -11,7 +11,8 @@ writes with `--json_output` (`--output` of electra_tf.bench_memory):
 {"command", "date", "machine", "commit", "result"} (electra_tf/measure/record.py).
 The kind of table follows from the result: a train step (with `speedup`),
 the input pipeline (`"mode": "input_only"`), an export's signatures
-(`text_latency_ms_p50`) or peak memory (`measurements`).
+(`text_latency_ms_p50`), peak memory (`measurements`) or the rows a batch
+repeats by file count (`by_num_files`, tools/file_order_repeats.py).
 
     python -m tools.docs_results            # exit 1 and name the blocks that differ
     python -m tools.docs_results --write    # rewrite the blocks from the files
@@ -57,6 +58,8 @@ def kind(result: Dict[str, Any]) -> str:
     return "serving"
   if "seq_per_sec" in result and "flops_per_seq" in result:
     return "step"
+  if "by_num_files" in result:
+    return "file_order"
   raise ValueError(f"no table for a result with keys {sorted(result)}")
 
 
@@ -148,7 +151,24 @@ def memory_table(records) -> str:
   return "\n".join(rows) + "\n"
 
 
-TABLES = {"step": step_table, "input": input_table, "serving": serving_table,
+def file_order_table(records) -> str:
+  """Rows a batch repeats, by file count: one column per record (commit)."""
+  commits = [(record.get("commit") or "no git checkout")[:7] for _, record in records]
+  rows = ["| files | " + " | ".join(f"{c}: rows repeated (seeds' range); batches with one"
+                                    for c in commits) + " |",
+          "|---" * (len(records) + 1) + "|"]
+  for files in records[0][1]["result"]["by_num_files"]:
+    cells = []
+    for _, record in records:
+      r = record["result"]["by_num_files"][files]
+      per_seed = r["repeated_row_share_per_seed"]
+      cells.append(f"{100 * r['repeated_row_share']:.2f}% ({100 * min(per_seed):.2f}-"
+                   f"{100 * max(per_seed):.2f}); {100 * r['batches_with_a_repeat']:.0f}%")
+    rows.append(f"| {files} | " + " | ".join(cells) + " |")
+  return "\n".join(rows) + "\n"
+
+
+TABLES = {"file_order": file_order_table, "step": step_table, "input": input_table, "serving": serving_table,
           "memory": memory_table}
 
 

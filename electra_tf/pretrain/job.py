@@ -166,7 +166,8 @@ class PretrainingJob:
         return LocalInput(strategy, iterator), position
       except tf.errors.OpError:
         reason = (f"the input position in {latest} does not fit this run's input: its batch "
-                  "per replica, records or sequence length changed")
+                  "per replica, records or sequence length changed, or a version that read "
+                  "files in another order saved it")
     if step:
       _log(f"Skipping the {skip} examples of {step} steps ({reason})")
     iterator = local_iterator(skip)
