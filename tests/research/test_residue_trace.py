@@ -50,7 +50,8 @@ def test_recorded_quantities_are_the_official_definitions(official_trajectory_fi
         batch["masked_lm_weights"].numpy().sum() / real, rel=1e-6)
     distinct = sum(len(set(row[weights > 0]) - {0}) for row, weights in zip(
         batch["masked_lm_positions"].numpy(), batch["masked_lm_weights"].numpy()))
-    assert 0.8 * distinct / real < steps["fake_frac"][k] <= distinct / real
+    # (<= up to float32 rounding: every such position can be replaced)
+    assert 0.8 * distinct / real < steps["fake_frac"][k] <= distinct / real * (1 + 1e-6)
 
   # grad_norm: the first step's gradients from the step-0 weights (the
   # trainer's own gradient function, dropout seed and loss denominators),
