@@ -393,8 +393,9 @@ def get_dataset(file_patterns: str, *, batch_size: int, max_seq_length: int,
                 skip_examples: int = 0, single_pass: bool = False) -> tf.data.Dataset:
   """Masked batches of `batch_size` examples (per replica under tf.distribute).
 
-  As official get_input_fn (file order seeded); `single_pass` reads every
-  record once in sorted file order (last batch possibly smaller).  Masks are
+  As official get_input_fn, the files read in seeded passes (`_file_passes`);
+  `single_pass` reads every record once in sorted file order (last batch
+  possibly smaller).  Masks are
   drawn per example from (seed, pipeline, train or eval, example index).
   `skip_examples` reads past the first examples undecoded.  A corrupt record
   fails with an error `bad_record_error` turns into a DataError."""
