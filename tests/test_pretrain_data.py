@@ -57,12 +57,7 @@ def dataset(directory, special, **kwargs):
   return pretrain_data.get_dataset(pattern(directory), **args)
 
 
-def originals(batch):
-  """input_ids with the masked-out ids written back."""
-  ids = batch["input_ids"].copy()
-  rows, slots = np.nonzero(batch["masked_lm_weights"])
-  ids[rows, batch["masked_lm_positions"][rows, slots]] = batch["masked_lm_ids"][rows, slots]
-  return ids
+originals = file_order_repeats.unmasked_ids  # input_ids, the masked-out ids written back
 
 
 @pytest.mark.slow

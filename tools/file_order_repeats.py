@@ -67,13 +67,16 @@ def repeats(directory: pathlib.Path, special, seed: int, num_batches: int) -> Li
   dataset = data.get_dataset(str(directory / "pretrain_data.tfrecord*"), batch_size=BATCH,
                              max_seq_length=LENGTH, max_predictions_per_seq=1, mask_prob=0.15,
                              special=special, is_training=True, seed=seed)
-  counts = []
-  for batch in dataset.take(num_batches).as_numpy_iterator():
-    ids = batch["input_ids"].copy()  # the masked ids written back
-    rows, slots = np.nonzero(batch["masked_lm_weights"])
-    ids[rows, batch["masked_lm_positions"][rows, slots]] = batch["masked_lm_ids"][rows, slots]
-    counts.append(BATCH - len(set(ids[:, 1].tolist())))
-  return counts
+  return [BATCH - len(set(unmasked_ids(batch)[:, 1].tolist()))
+          for batch in dataset.take(num_batches).as_numpy_iterator()]
+
+
+def unmasked_ids(batch: Dict[str, np.ndarray]) -> np.ndarray:
+  """A masked batch's input_ids [B, S] with the masked-out ids written back."""
+  ids = batch["input_ids"].copy()
+  rows, slots = np.nonzero(batch["masked_lm_weights"])
+  ids[rows, batch["masked_lm_positions"][rows, slots]] = batch["masked_lm_ids"][rows, slots]
+  return ids
 
 
 def main() -> int:
