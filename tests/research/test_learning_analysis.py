@@ -128,6 +128,8 @@ def test_decisive_power_figures_are_the_committed_sds():
 
 
 DECISIVE_LABELS = {"full_labels": "full labels", "labels100": "100 labels"}
+# Where the README and the summary begin quoting ELECTRA against the arm.
+ARM_QUOTED = "against the masked LM matched on arithmetic"
 
 
 def test_decisive_figures_quoted_are_the_committed_ones():
@@ -135,7 +137,7 @@ def test_decisive_figures_quoted_are_the_committed_ones():
   analysis.json holds it: the runs done until every run is in (and no
   difference), then each endpoint's difference, interval and Holm p (the
   summary with Welch's p and the permutation p beside); the same for the arm
-  matched on arithmetic once it has a run."""
+  matched on arithmetic, its differences after ARM_QUOTED."""
   stored = json.loads((STUDY_DIR / la.DECISIVE_STUDY / "analysis.json").read_text())["analysis"]
   summary, section = _flat(_summary()), _flat(_readme_section())
   if not stored["endpoints"]:
@@ -151,6 +153,13 @@ def test_decisive_figures_quoted_are_the_committed_ones():
   if any(arm) and not stored.get("arithmetic_endpoints"):
     for text in (section, summary):
       assert f"({min(arm)} of {la.DECISIVE_RUNS} runs in)" in text
+  for c in stored.get("arithmetic_endpoints") or []:
+    label, cell = DECISIVE_LABELS[c["endpoint"]], _cell(c)
+    against = [text.split(ARM_QUOTED, 1)[1] for text in (section, summary)]
+    assert f"{label} {cell} F1 (Holm {la.fmt_p(c['p_holm'])})" in against[0]
+    assert (f"{label} {cell} F1 (Welch p {la.fmt_p(c['p'])}, Holm {la.fmt_p(c['p_holm'])}; "
+            f"exact permutation p {la.fmt_p(c['p_permutation'])})") in against[1]
+    assert "runs in)" not in section + summary
 
 
 def test_most_frequent_tag_baseline_on_a_hand_made_sample():
